@@ -1,0 +1,107 @@
+"""The ``gangplan`` command line (click): parses options, calls, renders. No logic lives here.
+
+User mistakes (a missing file, a bad field, an unknown option value) end with a message
+naming the file, the object and the field, and exit code 1 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from gangplan.adapters.files import InputError, load_plan, load_snapshot
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def user_errors(func: F) -> F:
+    """Turn input errors into ``file: path: message`` lines on stderr and exit 1."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except InputError as err:
+            for line in err.lines():
+                click.echo(f"error: {line}", err=True)
+            n = len(err.problems)
+            click.echo(f"{n} problem{'s' if n != 1 else ''} found", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def echo_warnings(warnings: list[str]) -> None:
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gangplan")
+def main() -> None:
+    """gangplan: gang-atomic, RDMA-local, fair batch placement for Kubernetes GPU clusters."""
+
+
+@main.command()
+@click.argument("instance", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@user_errors
+def validate(instance: Path | None) -> None:
+    """Check an instance file and list every problem at once (exit 1 if any)."""
+    snapshot, warnings = load_snapshot(instance)
+    echo_warnings(warnings)
+    gpus = sum(n.allocatable.get(snapshot.gpu, 0) for n in snapshot.nodes) // 1000
+    click.echo(
+        f"{instance or 'default instance'}: valid — {len(snapshot.nodes)} nodes, {gpus} GPUs, "
+        f"{len(snapshot.queues)} queues, {len(snapshot.gangs)} pending gangs, "
+        f"{len(snapshot.running)} running pods, {len(warnings)} warnings"
+    )
+
+
+@main.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here")
+def schema(output: Path | None) -> None:
+    """Print the instance file's JSON Schema (generated from the models)."""
+    from gangplan.models import InstanceFile
+
+    text = json.dumps(InstanceFile.model_json_schema(by_alias=True), indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}")
+
+
+@main.command()
+@click.argument("instance", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("plan", type=click.Path(dir_okay=False, path_type=Path))
+@user_errors
+def verify(instance: Path, plan: Path) -> None:
+    """Check PLAN against every hard constraint of INSTANCE; print violations and the score."""
+    from gangplan.solver.score import score
+    from gangplan.solver.verify import verify as run_verify
+
+    snapshot, warnings = load_snapshot(instance)
+    echo_warnings(warnings)
+    p = load_plan(plan)
+    violations = run_verify(snapshot, p)
+    for v in violations:
+        click.echo(f"violation: {v}")
+    click.echo(f"score: {score(snapshot, p)}")
+    if violations:
+        click.echo(f"{len(violations)} violations", err=True)
+        sys.exit(1)
+    click.echo("plan is valid")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

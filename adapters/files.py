@@ -1,0 +1,161 @@
+"""Reading and writing instance and plan files (YAML or JSON), and the embedded default.
+
+Every error names the file, and for content problems the path inside it
+(``default.yaml: gangs[3].roles[0].count: ...``); nothing here prints or exits — the CLI
+turns :class:`InputError` into a one-line-per-problem message and exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from gangplan.models import (
+    InstanceError,
+    Plan,
+    Problem,
+    Snapshot,
+    instance_from_snapshot,
+    load_instance,
+)
+from gangplan.models.instance import format_loc
+
+__all__ = [
+    "DEFAULT_INSTANCE",
+    "InputError",
+    "default_instance_text",
+    "dump_data",
+    "load_plan",
+    "load_snapshot",
+    "read_data",
+    "write_plan",
+    "write_snapshot",
+]
+
+DEFAULT_INSTANCE = "default.yaml"
+
+
+class InputError(Exception):
+    """A file that cannot be used; ``problems`` are ``file: path: message`` lines."""
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> Iterator[str]:
+        for p in self.problems:
+            yield f"{self.source}: {p}" if p.path or p.message else self.source
+
+
+def default_instance_text() -> str:
+    """The embedded default instance (package data, found after a non-editable install)."""
+    return resources.files("gangplan.instances").joinpath(DEFAULT_INSTANCE).read_text("utf-8")
+
+
+def read_data(path: str | Path | None) -> tuple[str, Any]:
+    """Parse a YAML or JSON file (``None``: the embedded default). Returns (name, data).
+
+    Raises:
+        InputError: missing file, unreadable, or not valid YAML/JSON (with line and column).
+    """
+    if path is None:
+        return f"<embedded {DEFAULT_INSTANCE}>", yaml.safe_load(default_instance_text())
+    p = Path(path)
+    name = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(name, [Problem("", "no such file")]) from None
+    except IsADirectoryError:
+        raise InputError(name, [Problem("", "is a directory, not a file")]) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(name, [Problem("", f"cannot read: {err}")]) from None
+    try:
+        if p.suffix.lower() == ".json":
+            return name, json.loads(text)
+        return name, yaml.safe_load(text)
+    except json.JSONDecodeError as err:
+        raise InputError(
+            name, [Problem(f"line {err.lineno} column {err.colno}", f"not valid JSON: {err.msg}")]
+        ) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        what = getattr(err, "problem", None) or str(err)
+        raise InputError(name, [Problem(where, f"not valid YAML: {what}")]) from None
+
+
+def load_snapshot(path: str | Path | None) -> tuple[Snapshot, list[str]]:
+    """Read and validate an instance file (``None``: the embedded default).
+
+    Returns:
+        ``(snapshot, warnings)``.
+
+    Raises:
+        InputError: every problem at once, each naming the file and the path inside it.
+    """
+    name, data = read_data(path)
+    if isinstance(data, dict) and data.get("kind") not in (None, "Instance"):
+        raise InputError(
+            name, [Problem("kind", f"is {data.get('kind')!r}; accepted: 'Instance'")]
+        )
+    try:
+        return load_instance(data)
+    except InstanceError as err:
+        raise InputError(name, err.problems) from None
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan file (``kind: Plan``) written by ``gangplan solve --output``.
+
+    Raises:
+        InputError: not a readable plan, with the path of each bad field.
+    """
+    name, data = read_data(path)
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as err:
+        raise InputError(
+            name, [Problem(format_loc(tuple(e["loc"])), e["msg"]) for e in err.errors()]
+        ) from None
+
+
+def dump_data(data: Any, fmt: str) -> str:
+    """YAML or JSON text of plain data (``fmt``: ``yaml`` or ``json``)."""
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=False) + "\n"
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def _format_for(path: Path) -> str:
+    return "json" if path.suffix.lower() == ".json" else "yaml"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so nothing is ever half-written."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_snapshot(snapshot: Snapshot, path: str | Path) -> None:
+    """Write ``snapshot`` as an instance file (YAML, or JSON by the ``.json`` suffix)."""
+    p = Path(path)
+    _write_atomically(p, dump_data(instance_from_snapshot(snapshot), _format_for(p)))
+
+
+def plan_data(plan: Plan) -> dict[str, Any]:
+    return plan.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def write_plan(plan: Plan, path: str | Path) -> None:
+    """Write ``plan`` (YAML, or JSON by the ``.json`` suffix)."""
+    p = Path(path)
+    _write_atomically(p, dump_data(plan_data(plan), _format_for(p)))

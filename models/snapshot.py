@@ -1,0 +1,887 @@
+"""The snapshot a scheduling cycle works from: nodes and their devices, topology levels,
+queues, pending gangs and running pods.
+
+Everything is a frozen pydantic v2 model; objects refer to each other by name, never by
+index. Resource amounts are integers in base units (:mod:`gangplan.models.quantity`:
+milli-CPU, bytes, milli-units for GPUs and other extended resources, so one GPU device is
+1000 milli-GPU).
+
+Field mapping to the Kubernetes batch schedulers (see also ``docs/instance-format.md``):
+
+=====================  ==========================================================================
+gangplan               Volcano / Kueue / scheduler-plugins / Koordinator
+=====================  ==========================================================================
+``Gang``               PodGroup (Volcano ``scheduling.volcano.sh``, scheduler-plugins
+                       ``scheduling.x-k8s.io``), a Kueue Workload, a Volcano Job
+``Gang.min_member``    Volcano ``minAvailable`` / PodGroup ``minMember``; scheduler-plugins
+                       ``minMember``; upstream PodGroup ``gang.minCount``
+``Role``               Volcano Job task, Kueue PodSet, Kubeflow replica spec
+``Role.min_member``    Volcano ``minTaskMember``
+``TopologyConstraint`` Volcano ``networkTopology`` (mode hard = ``required``, soft =
+                       ``preferred``); Kueue ``podset-required-topology`` /
+                       ``podset-preferred-topology`` annotations
+``Gang.joint``         Koordinator ``scheduling.koordinator.sh/device-joint-allocate``
+                       (``SamePCIe`` = ``pcie``, ``SameNUMA`` = ``numa``)
+``Queue.weight``       Volcano Queue ``weight``; Kueue ``fairSharing.weight`` (0 = served last)
+``Queue.guaranteed``   Volcano ``deserved``; Kueue ``nominalQuota``; ElasticQuota ``min``
+``Queue.max``          Volcano ``capability``; Kueue nominal + ``borrowingLimit``; ElasticQuota ``max``
+``Level``              Kueue ``Topology`` level (``nodeLabel``); Volcano HyperNode tier
+=====================  ==========================================================================
+
+Inconsistencies real clusters have (running pods holding more than the node reports, a
+resource the node does not advertise, a node without a label of some level) are not errors:
+:meth:`Snapshot.warnings` names each, and :meth:`Snapshot.free` clamps at zero.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    StringConstraints,
+    model_validator,
+)
+
+from gangplan.models.quantity import CPU, MEMORY, ResourceList, format_quantity
+
+__all__ = [
+    "API_VERSION",
+    "GPU_MILLI",
+    "DeviceLayout",
+    "Gang",
+    "JointPolicy",
+    "Level",
+    "Node",
+    "NodeFree",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "NumaNode",
+    "PcieSwitch",
+    "Problem",
+    "Queue",
+    "ResourceNames",
+    "Role",
+    "RunningPod",
+    "Snapshot",
+    "SnapshotError",
+    "Taint",
+    "Toleration",
+    "TopologyConstraint",
+]
+
+API_VERSION = "gangplan.io/v1alpha1"
+GPU_MILLI = 1000
+"""Milli-GPU in one GPU device."""
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+JointPolicy = Literal["none", "pcie", "numa"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- scheduling terms
+
+
+class Taint(_Frozen):
+    """A node taint (core/v1 ``Taint``). ``NoSchedule`` and ``NoExecute`` keep untolerating
+    pods off the node; ``PreferNoSchedule`` is only a preference and is ignored here."""
+
+    key: Name
+    value: str = ""
+    effect: TaintEffect
+
+
+class Toleration(_Frozen):
+    """A pod toleration (core/v1 ``Toleration``).
+
+    Matching follows the Kubernetes API doc: an empty ``key`` with ``Exists`` tolerates
+    every taint; ``effect`` None matches every effect; ``Equal`` compares values.
+    """
+
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: TaintEffect | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        """True if this toleration tolerates ``taint`` (k8s ``Toleration.ToleratesTaint``)."""
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+class NodeSelectorRequirement(_Frozen):
+    """One ``matchExpressions`` entry of a required node affinity term (core/v1)."""
+
+    key: Name
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> NodeSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        if self.operator in ("Gt", "Lt"):
+            if len(self.values) != 1 or not self.values[0].lstrip("-").isdigit():
+                raise ValueError(f"operator {self.operator} takes exactly one integer value")
+        return self
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """True if a node with ``labels`` satisfies this requirement (core/v1 semantics)."""
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        if not present or not labels[self.key].lstrip("-").isdigit():
+            return False
+        value, bound = int(labels[self.key]), int(self.values[0])
+        return value > bound if self.operator == "Gt" else value < bound
+
+
+class NodeSelectorTerm(_Frozen):
+    """A required node affinity term: all its expressions must hold (AND)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = Field(min_length=1)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(req.matches(labels) for req in self.match_expressions)
+
+
+class TopologyConstraint(_Frozen):
+    """Where a gang's (or role's) pods may go in the topology tree.
+
+    ``required``: all pods inside one domain of this level (Kueue
+    ``podset-required-topology``; Volcano ``networkTopology`` mode hard). ``preferred``: as
+    few domains of this level as possible (Kueue ``podset-preferred-topology``; Volcano mode
+    soft). Level names must be among ``Snapshot.levels`` (or ``node``, the lowest level).
+    """
+
+    required: Name | None = None
+    preferred: Name | None = None
+
+
+# --------------------------------------------------------------------------- devices
+
+
+class PcieSwitch(_Frozen):
+    """A PCIe switch and the GPU and RDMA NIC device ids under it (device-plugin ids)."""
+
+    name: Name
+    gpus: tuple[Name, ...] = ()
+    nics: tuple[Name, ...] = ()
+
+
+class NumaNode(_Frozen):
+    """A NUMA node and its PCIe switches."""
+
+    name: Name
+    pcie_switches: tuple[PcieSwitch, ...] = ()
+
+
+class DeviceLayout(_Frozen):
+    """The inside of a node: NUMA nodes > PCIe switches > GPUs / RDMA NICs.
+
+    Declared once under ``Snapshot.device_layouts`` and named by many nodes
+    (e.g. ``hgx8``: 8 GPUs + 8 NICs under 4 PCIe switches on 2 NUMA nodes), or given
+    explicitly on one node. Each GPU device holds 1000 milli-GPU.
+    """
+
+    numa_nodes: tuple[NumaNode, ...] = Field(min_length=1)
+
+    @cached_property
+    def gpu_ids(self) -> tuple[str, ...]:
+        return tuple(g for n in self.numa_nodes for s in n.pcie_switches for g in s.gpus)
+
+    @cached_property
+    def nic_ids(self) -> tuple[str, ...]:
+        return tuple(x for n in self.numa_nodes for s in n.pcie_switches for x in s.nics)
+
+    def switches(self) -> Iterator[tuple[NumaNode, PcieSwitch]]:
+        for numa in self.numa_nodes:
+            for switch in numa.pcie_switches:
+                yield numa, switch
+
+    @staticmethod
+    def implicit(gpus: int, nics: int) -> DeviceLayout:
+        """The layout assumed for a node that declares none: ``gpu-0..`` and ``nic-0..``
+        under one switch. Its PCIe topology is unknown, so joint allocation never uses it
+        (:attr:`Node.has_device_topology`)."""
+        switch = PcieSwitch(
+            name="pcie-0",
+            gpus=tuple(f"gpu-{i}" for i in range(gpus)),
+            nics=tuple(f"nic-{i}" for i in range(nics)),
+        )
+        return DeviceLayout(numa_nodes=(NumaNode(name="numa-0", pcie_switches=(switch,)),))
+
+
+# --------------------------------------------------------------------------- cluster objects
+
+
+class ResourceNames(_Frozen):
+    """Which resource names mean GPUs and RDMA NICs in this snapshot.
+
+    ``gpu`` is the GPU resource (milli-GPU inside); ``gpu_model_resources`` maps
+    model-specific GPU resources (``nvidia.com/a100``) to a GPU model: a request for them
+    is a request for ``gpu`` restricted to that model, and a node advertising them has that
+    model. ``nic`` is the RDMA NIC resource (``rdma/hca``, ``nvidia.com/hostdev``,
+    ``koordinator.sh/rdma``). Any other name is an opaque extended resource.
+    """
+
+    gpu: Name = "nvidia.com/gpu"
+    nic: Name = "rdma/hca"
+    gpu_model_resources: dict[Name, Name] = Field(default_factory=dict)
+
+
+class Level(_Frozen):
+    """A topology level (top to bottom in ``Snapshot.levels``), e.g. block > spine > leaf.
+
+    A node's domain at this level comes from ``Node.domains[name]`` when given (explicit
+    membership, as Volcano HyperNodes give it), otherwise from its label ``node_label``
+    (Kueue ``Topology``). The node itself is the implicit lowest level, ``node``.
+    """
+
+    name: Name
+    node_label: Name | None = None
+
+
+class Node(_Frozen):
+    """A cluster node.
+
+    ``allocatable`` in base units; ``gpu_model`` e.g. ``H100`` or ``V100M32``; the device
+    tree from ``device_layout`` (a template name) or ``devices`` (explicit), else the
+    :meth:`DeviceLayout.implicit` one.
+    """
+
+    name: Name
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    allocatable: ResourceList = Field(default_factory=dict)
+    gpu_model: Name | None = None
+    domains: dict[Name, Name] = Field(
+        default_factory=dict, description="level name -> domain name, explicit membership"
+    )
+    device_layout: Name | None = None
+    devices: DeviceLayout | None = None
+
+    @model_validator(mode="after")
+    def _one_device_source(self) -> Node:
+        if self.device_layout is not None and self.devices is not None:
+            raise ValueError("give either device_layout (a template name) or devices, not both")
+        return self
+
+    @property
+    def has_device_topology(self) -> bool:
+        """True if the PCIe/NUMA layout is declared (template or explicit)."""
+        return self.device_layout is not None or self.devices is not None
+
+
+class Queue(_Frozen):
+    """A tenant queue (Volcano Queue, Kueue ClusterQueue, ElasticQuota).
+
+    ``weight`` >= 0; 0 means served last, after every queue of positive weight (Kueue).
+    ``guaranteed``: a fair-share floor per resource, lent to others while unused.
+    ``max``: a hard cap per resource; a resource not named is not capped.
+    """
+
+    name: Name
+    weight: float = Field(1.0, ge=0, le=1_000_000)
+    guaranteed: ResourceList = Field(default_factory=dict)
+    max: ResourceList = Field(default_factory=dict)
+
+    @property
+    def weight_milli(self) -> int:
+        """The weight in thousandths, the integer the score and the model use."""
+        return round(self.weight * 1000)
+
+
+class Role(_Frozen):
+    """Identical pods of one gang, e.g. the 8 workers of a training job.
+
+    ``requests`` per pod, in base units. ``min_member`` defaults to ``count`` when the gang
+    is not elastic and to 0 when it is (DESIGN.md); see :meth:`Gang.role_min`.
+    ``pod_names`` (optional, ``count`` of them) are the real pod names when the gang comes
+    from a cluster; otherwise pods are named ``{gang}-{role}-{i}``.
+    """
+
+    name: Name
+    count: PositiveInt
+    min_member: NonNegativeInt | None = None
+    requests: ResourceList = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_affinity: tuple[NodeSelectorTerm, ...] = Field(
+        default=(), description="required node affinity terms, ORed (core/v1)"
+    )
+    tolerations: tuple[Toleration, ...] = ()
+    topology: TopologyConstraint | None = None
+    pod_names: tuple[Name, ...] | None = None
+
+    def pod_name(self, gang: str, index: int) -> str:
+        if self.pod_names is not None:
+            return self.pod_names[index]
+        return f"{gang}-{self.name}-{index}"
+
+    def admits(self, node: Node) -> bool:
+        """Node selector, required affinity and taints (not capacity): may a pod go here?"""
+        if any(node.labels.get(k) != v for k, v in self.node_selector.items()):
+            return False
+        if self.node_affinity and not any(t.matches(node.labels) for t in self.node_affinity):
+            return False
+        return all(
+            taint.effect == "PreferNoSchedule"
+            or any(tol.tolerates(taint) for tol in self.tolerations)
+            for taint in node.taints
+        )
+
+
+class Gang(_Frozen):
+    """Pods placed all together or not at all (PodGroup).
+
+    ``min_member`` (default: the full size) makes the gang elastic when below the full
+    size: any size between it and the full size is accepted. ``gpu_models``: GPU models
+    accepted for GPU pods (empty: any). ``joint``: how RDMA NICs pair with GPUs
+    (DESIGN.md, joint allocation). ``creation_time`` in seconds (any epoch).
+    """
+
+    name: Name
+    namespace: Name = "default"
+    queue: Name
+    priority: int = 0
+    creation_time: float = 0.0
+    roles: tuple[Role, ...] = Field(min_length=1)
+    min_member: PositiveInt | None = None
+    topology: TopologyConstraint | None = None
+    joint: JointPolicy = "none"
+    gpu_models: tuple[Name, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, unique in a snapshot."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def size(self) -> int:
+        """Full size: pods of all roles."""
+        return sum(r.count for r in self.roles)
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_member is not None and self.min_member < self.size
+
+    def role_min(self, role: Role) -> int:
+        """A role's minimum: its own ``min_member``, else its count (0 if the gang is elastic)."""
+        if role.min_member is not None:
+            return role.min_member
+        return 0 if self.elastic else role.count
+
+    @property
+    def min_size(self) -> int:
+        """The fewest pods an admitted gang may have."""
+        return max(self.min_member or self.size, sum(self.role_min(r) for r in self.roles))
+
+    def role(self, name: str) -> Role:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise KeyError(f"gang {self.key}: no role {name!r}")
+
+
+class RunningPod(_Frozen):
+    """A pod already bound to ``node``; fixed in this release (never moved or evicted).
+
+    ``devices``: the GPU and NIC ids it holds (device-plugin ids). When it requests GPUs
+    but names none, the snapshot gives it the lowest-listed free GPUs of its node.
+    ``queue`` None: it counts toward no queue (and is not shared between queues).
+    """
+
+    name: Name
+    namespace: Name = "default"
+    gang: Name | None = None
+    queue: Name | None = None
+    priority: int = 0
+    node: Name
+    requests: ResourceList = Field(default_factory=dict)
+    devices: tuple[Name, ...] = ()
+
+
+# --------------------------------------------------------------------------- the snapshot
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input: where (``gangs[3].roles[0].count``), what, what is accepted."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SnapshotError(ValueError):
+    """The snapshot's objects disagree (a reference to nothing, a duplicate name, ...)."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+@dataclass
+class NodeFree:
+    """What running pods leave on a node (clamped at zero; see :meth:`Snapshot.free`).
+
+    ``resources`` in base units; ``gpu_milli`` per GPU device id (0..1000);
+    ``nics`` the free NIC ids.
+    """
+
+    resources: dict[str, int]
+    gpu_milli: dict[str, int]
+    nics: frozenset[str]
+    running_gpu_milli: int = 0
+
+    @property
+    def whole_gpus(self) -> tuple[str, ...]:
+        """Devices with all 1000 milli-GPU free (what a whole-GPU pod can take)."""
+        return tuple(d for d, m in self.gpu_milli.items() if m == GPU_MILLI)
+
+
+@dataclass
+class _Derived:
+    free: dict[str, NodeFree] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+class Snapshot(_Frozen):
+    """Everything one scheduling cycle sees.
+
+    Raises (on construction) :class:`pydantic.ValidationError` for malformed fields and for
+    cross-reference problems (:meth:`problems`): a queue, level, node, layout or device
+    that does not exist, duplicate names, a device id used twice, device layouts whose
+    counts disagree with ``allocatable``, fractional extended resources.
+    """
+
+    api_version: Literal["gangplan.io/v1alpha1"] = API_VERSION
+    resources: ResourceNames = Field(default_factory=ResourceNames)
+    levels: tuple[Level, ...] = ()
+    device_layouts: dict[Name, DeviceLayout] = Field(default_factory=dict)
+    nodes: tuple[Node, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    gangs: tuple[Gang, ...] = ()
+    running: tuple[RunningPod, ...] = ()
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _map_model_specific_gpus(cls, data: Any) -> Any:
+        """Rewrite model-specific GPU resources (``nvidia.com/a100``) to the GPU resource."""
+        if not isinstance(data, dict):
+            return data
+        names = data.get("resources") or {}
+        if isinstance(names, ResourceNames):
+            names = names.model_dump()
+        mapping = names.get("gpu_model_resources") or {} if isinstance(names, dict) else {}
+        if not mapping:
+            return data
+        gpu = names.get("gpu", "nvidia.com/gpu")
+        data = dict(data)
+        nodes = []
+        for node in data.get("nodes") or ():
+            if isinstance(node, dict) and isinstance(node.get("allocatable"), dict):
+                alloc = dict(node["allocatable"])
+                for res, model in mapping.items():
+                    if res in alloc:
+                        node = {**node, "gpu_model": node.get("gpu_model") or model}
+                        alloc[gpu] = alloc.pop(res)
+                node = {**node, "allocatable": alloc}
+            nodes.append(node)
+        data["nodes"] = nodes
+        gangs = []
+        for gang in data.get("gangs") or ():
+            if isinstance(gang, dict):
+                models = list(gang.get("gpu_models") or ())
+                roles = []
+                for role in gang.get("roles") or ():
+                    if isinstance(role, dict) and isinstance(role.get("requests"), dict):
+                        req = dict(role["requests"])
+                        for res, model in mapping.items():
+                            if res in req:
+                                req[gpu] = req.pop(res)
+                                models.append(model)
+                        role = {**role, "requests": req}
+                    roles.append(role)
+                gang = {**gang, "roles": roles, "gpu_models": sorted(set(models))}
+            gangs.append(gang)
+        data["gangs"] = gangs
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Snapshot:
+        problems = self.problems()
+        if problems:
+            raise SnapshotError(problems)
+        return self
+
+    # ------------------------------------------------------------------ lookups
+
+    @cached_property
+    def node_by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    @cached_property
+    def queue_by_name(self) -> dict[str, Queue]:
+        return {q.name: q for q in self.queues}
+
+    @cached_property
+    def gang_by_key(self) -> dict[str, Gang]:
+        return {g.key: g for g in self.gangs}
+
+    @property
+    def gpu(self) -> str:
+        return self.resources.gpu
+
+    @property
+    def nic(self) -> str:
+        return self.resources.nic
+
+    @cached_property
+    def level_names(self) -> tuple[str, ...]:
+        return tuple(level.name for level in self.levels)
+
+    def layout_of(self, node: Node) -> DeviceLayout:
+        """The node's device tree: its template, its explicit devices, or the implicit one."""
+        if node.devices is not None:
+            return node.devices
+        if node.device_layout is not None:
+            return self.device_layouts[node.device_layout]
+        gpus = node.allocatable.get(self.gpu, 0) // GPU_MILLI
+        nics = node.allocatable.get(self.nic, 0) // GPU_MILLI
+        return DeviceLayout.implicit(gpus, nics)
+
+    def domain_name(self, node: Node, level: Level) -> str | None:
+        """The node's domain name at ``level`` (explicit membership first, then its label)."""
+        if level.name in node.domains:
+            return node.domains[level.name]
+        if level.node_label is not None:
+            return node.labels.get(level.node_label)
+        return None
+
+    # ------------------------------------------------------------------ derived state
+
+    @cached_property
+    def _derived(self) -> _Derived:
+        return _derive(self)
+
+    def free(self, node: str) -> NodeFree:
+        """What running pods leave on ``node``, clamped at zero (never negative)."""
+        return self._derived.free[node]
+
+    def warnings(self) -> list[str]:
+        """Inconsistencies that are not errors, each naming the node and resource or label."""
+        return list(self._derived.warnings)
+
+    def running_on(self, node: str) -> list[RunningPod]:
+        return self._running_by_node.get(node, [])
+
+    @cached_property
+    def _running_by_node(self) -> dict[str, list[RunningPod]]:
+        out: dict[str, list[RunningPod]] = defaultdict(list)
+        for pod in self.running:
+            out[pod.node].append(pod)
+        return dict(out)
+
+    # ------------------------------------------------------------------ checks
+
+    def problems(self) -> list[Problem]:
+        """Every cross-reference problem at once (see the class docstring)."""
+        return list(_problems(self))
+
+
+def _dups(names: list[str]) -> set[str]:
+    return {n for n, c in Counter(names).items() if c > 1}
+
+
+def _problems(s: Snapshot) -> Iterator[Problem]:  # noqa: C901 - a flat list of checks
+    level_names = [lv.name for lv in s.levels]
+    for i, name in enumerate(level_names):
+        if name == "node":
+            yield Problem(f"levels[{i}].name", "'node' is the implicit lowest level; rename it")
+        elif name in _dups(level_names):
+            yield Problem(f"levels[{i}].name", f"duplicate level name {name!r}")
+    known_levels = {*level_names, "node"}
+    accepted_levels = ", ".join(repr(n) for n in [*level_names, "node"])
+
+    for name, layout in s.device_layouts.items():
+        for prob in _layout_problems(layout, f"device_layouts.{name}"):
+            yield prob
+
+    node_names = [n.name for n in s.nodes]
+    dup_nodes = _dups(node_names)
+    layouts = ", ".join(repr(k) for k in s.device_layouts) or "none declared"
+    fractional_ok = {s.gpu}
+    for i, node in enumerate(s.nodes):
+        path = f"nodes[{i}]"
+        if node.name in dup_nodes:
+            yield Problem(f"{path}.name", f"duplicate node name {node.name!r}")
+        for level in node.domains:
+            if level not in level_names:
+                yield Problem(
+                    f"{path}.domains.{level}",
+                    f"unknown level {level!r} (accepted: {', '.join(map(repr, level_names))})",
+                )
+        if node.device_layout is not None and node.device_layout not in s.device_layouts:
+            yield Problem(
+                f"{path}.device_layout",
+                f"unknown device layout {node.device_layout!r} (declared: {layouts})",
+            )
+            continue
+        if node.devices is not None:
+            yield from _layout_problems(node.devices, f"{path}.devices")
+        yield from _whole_units(node.allocatable, f"{path}.allocatable", fractional_ok=set())
+        if node.has_device_topology:
+            layout = s.layout_of(node)
+            for res, ids, what in ((s.gpu, layout.gpu_ids, "GPUs"), (s.nic, layout.nic_ids, "NICs")):
+                have = node.allocatable.get(res, 0)
+                if have != GPU_MILLI * len(ids):
+                    yield Problem(
+                        f"{path}.allocatable.{res}",
+                        f"node {node.name!r}: device layout has {len(ids)} {what} but "
+                        f"allocatable {res} is {format_quantity(res, have)} (they must agree)",
+                    )
+
+    queue_names = [q.name for q in s.queues]
+    dup_queues = _dups(queue_names)
+    for i, q in enumerate(s.queues):
+        if q.name in dup_queues:
+            yield Problem(f"queues[{i}].name", f"duplicate queue name {q.name!r}")
+        yield from _whole_units(q.guaranteed, f"queues[{i}].guaranteed", fractional_ok)
+        yield from _whole_units(q.max, f"queues[{i}].max", fractional_ok)
+    queues = ", ".join(repr(q) for q in queue_names) or "none declared"
+
+    keys = [g.key for g in s.gangs]
+    dup_keys = _dups(keys)
+    for i, gang in enumerate(s.gangs):
+        path = f"gangs[{i}]"
+        if gang.key in dup_keys:
+            yield Problem(f"{path}.name", f"duplicate gang {gang.key!r}")
+        if gang.queue not in s.queue_by_name:
+            yield Problem(f"{path}.queue", f"unknown queue {gang.queue!r} (declared: {queues})")
+        constraints = [(f"{path}.topology", gang.topology)] + [
+            (f"{path}.roles[{j}].topology", r.topology) for j, r in enumerate(gang.roles)
+        ]
+        for where, tc in constraints:
+            if tc is None:
+                continue
+            for kind in ("required", "preferred"):
+                lv = getattr(tc, kind)
+                if lv is not None and lv not in known_levels:
+                    yield Problem(
+                        f"{where}.{kind}", f"unknown level {lv!r} (accepted: {accepted_levels})"
+                    )
+        if gang.min_member is not None and gang.min_member > gang.size:
+            yield Problem(
+                f"{path}.min_member",
+                f"gang {gang.name!r}: min_member {gang.min_member} exceeds the full size "
+                f"{gang.size} (accepted: 1..{gang.size})",
+            )
+        role_names = [r.name for r in gang.roles]
+        for j, role in enumerate(gang.roles):
+            if role.name in _dups(role_names):
+                yield Problem(f"{path}.roles[{j}].name", f"duplicate role name {role.name!r}")
+            if role.min_member is not None and role.min_member > role.count:
+                yield Problem(
+                    f"{path}.roles[{j}].min_member",
+                    f"role {role.name!r}: min_member {role.min_member} exceeds count "
+                    f"{role.count} (accepted: 0..{role.count})",
+                )
+            if role.pod_names is not None and len(role.pod_names) != role.count:
+                yield Problem(
+                    f"{path}.roles[{j}].pod_names",
+                    f"{len(role.pod_names)} pod names for count {role.count} (they must agree)",
+                )
+            rpath = f"{path}.roles[{j}].requests"
+            yield from _whole_units(role.requests, rpath, fractional_ok)
+            g = role.requests.get(s.gpu, 0)
+            if g > GPU_MILLI and g % GPU_MILLI:
+                yield Problem(
+                    f"{rpath}.{s.gpu}",
+                    f"{format_quantity(s.gpu, g)} GPUs: a pod asks a share of one GPU "
+                    "(below 1) or whole GPUs, not both",
+                )
+            if role.requests.get(s.nic, 0) and gang.joint != "none" and g < GPU_MILLI:
+                yield Problem(
+                    f"{path}.joint",
+                    f"joint allocation {gang.joint!r} needs whole GPUs in role {role.name!r}",
+                )
+
+    pod_keys = [f"{p.namespace}/{p.name}" for p in s.running]
+    dup_pods = _dups(pod_keys)
+    used_whole: dict[tuple[str, str], str] = {}
+    for i, pod in enumerate(s.running):
+        path = f"running[{i}]"
+        if f"{pod.namespace}/{pod.name}" in dup_pods:
+            yield Problem(f"{path}.name", f"duplicate running pod {pod.name!r}")
+        if pod.queue is not None and pod.queue not in s.queue_by_name:
+            yield Problem(f"{path}.queue", f"unknown queue {pod.queue!r} (declared: {queues})")
+        node = s.node_by_name.get(pod.node)
+        if node is None:
+            yield Problem(f"{path}.node", f"unknown node {pod.node!r}")
+            continue
+        yield from _whole_units(pod.requests, f"{path}.requests", fractional_ok)
+        if node.device_layout is not None and node.device_layout not in s.device_layouts:
+            continue
+        layout = s.layout_of(node)
+        gpu_ids, nic_ids = set(layout.gpu_ids), set(layout.nic_ids)
+        whole = pod.requests.get(s.gpu, 0) >= GPU_MILLI
+        for dev in pod.devices:
+            if dev not in gpu_ids and dev not in nic_ids:
+                yield Problem(
+                    f"{path}.devices",
+                    f"device {dev!r} does not exist on node {node.name!r}",
+                )
+            elif dev in nic_ids or whole:
+                owner = used_whole.get((node.name, dev))
+                if owner is not None:
+                    yield Problem(
+                        f"{path}.devices",
+                        f"device {dev!r} on node {node.name!r} is already held by {owner!r}",
+                    )
+                used_whole[(node.name, dev)] = pod.name
+
+
+def _layout_problems(layout: DeviceLayout, path: str) -> Iterator[Problem]:
+    ids = [*layout.gpu_ids, *layout.nic_ids]
+    for dev in sorted(_dups(ids)):
+        yield Problem(path, f"device id {dev!r} used twice")
+    switches = [sw.name for _, sw in layout.switches()]
+    for sw in sorted(_dups(switches)):
+        yield Problem(path, f"PCIe switch name {sw!r} used twice")
+    numas = [n.name for n in layout.numa_nodes]
+    for n in sorted(_dups(numas)):
+        yield Problem(path, f"NUMA node name {n!r} used twice")
+
+
+def _whole_units(res: dict[str, int], path: str, fractional_ok: set[str]) -> Iterator[Problem]:
+    for name, amount in res.items():
+        if name in (CPU, MEMORY) or name in fractional_ok:
+            continue
+        if amount % GPU_MILLI and not name.startswith("hugepages-") and name != "ephemeral-storage":
+            yield Problem(
+                f"{path}.{name}",
+                f"{format_quantity(name, amount)} is not a whole number; extended resources "
+                "are counted in whole units (only the GPU resource takes a share such as 500m)",
+            )
+
+
+# --------------------------------------------------------------------------- free amounts
+
+
+def _derive(s: Snapshot) -> _Derived:
+    """Free amounts per node and device, and the warnings for inconsistent input."""
+    out = _Derived()
+    for level in s.levels:
+        for node in s.nodes:
+            if s.domain_name(node, level) is None:
+                how = (
+                    f"label {level.node_label!r}" if level.node_label else "explicit membership"
+                )
+                out.warnings.append(
+                    f"node {node.name!r} has no {how} for level {level.name!r}: "
+                    f"it joins no {level.name} domain"
+                )
+    for node in s.nodes:
+        layout = s.layout_of(node)
+        held: Counter[str] = Counter()
+        gpu_milli = {g: GPU_MILLI for g in layout.gpu_ids}
+        nics_free = list(layout.nic_ids)
+        running_gpu = 0
+        pods = s.running_on(node.name)
+        for pod in pods:
+            held.update(pod.requests)
+        for res, amount in sorted(held.items()):
+            have = node.allocatable.get(res)
+            if have is None:
+                out.warnings.append(
+                    f"node {node.name!r}: running pods request {format_quantity(res, amount)} "
+                    f"{res}, which the node does not advertise"
+                )
+            elif amount > have:
+                out.warnings.append(
+                    f"node {node.name!r}: running pods hold {format_quantity(res, amount)} "
+                    f"{res} but the node reports {format_quantity(res, have)}; free clamped at 0"
+                )
+        # devices: named ones first, then the lowest-listed free ones for pods naming none
+        for pod in sorted(pods, key=lambda p: (not p.devices, p.name)):
+            want = pod.requests.get(s.gpu, 0)
+            running_gpu += want
+            named = [d for d in pod.devices if d in gpu_milli]
+            for d in pod.devices:
+                if d in nics_free:
+                    nics_free.remove(d)
+            if want <= 0:
+                continue
+            if want < GPU_MILLI:
+                candidates = named or sorted(
+                    (d for d in gpu_milli if gpu_milli[d] >= want),
+                    key=lambda d: (gpu_milli[d] == GPU_MILLI, layout.gpu_ids.index(d)),
+                )
+                if candidates:
+                    dev = candidates[0]
+                    gpu_milli[dev] -= want
+                    if gpu_milli[dev] < 0:
+                        out.warnings.append(
+                            f"node {node.name!r}: GPU {dev!r} is shared beyond 1000 milli-GPU; "
+                            "free clamped at 0"
+                        )
+                        gpu_milli[dev] = 0
+                else:
+                    out.warnings.append(
+                        f"node {node.name!r}: running pod {pod.name!r} holds a GPU share but no "
+                        f"GPU of the node has {want} milli free"
+                    )
+                continue
+            need = want // GPU_MILLI
+            taken = named[:need]
+            if len(taken) < need:
+                spare = [d for d in layout.gpu_ids if gpu_milli[d] == GPU_MILLI and d not in taken]
+                taken += spare[: need - len(taken)]
+            for d in taken:
+                gpu_milli[d] = 0
+            if len(taken) < need:
+                out.warnings.append(
+                    f"node {node.name!r}: running pod {pod.name!r} holds {need} GPUs but only "
+                    f"{len(taken)} GPU devices are left for it (a GPU was lost?)"
+                )
+        free = {
+            res: max(0, amount - held.get(res, 0)) for res, amount in node.allocatable.items()
+        }
+        out.free[node.name] = NodeFree(
+            resources=free,
+            gpu_milli=gpu_milli,
+            nics=frozenset(nics_free),
+            running_gpu_milli=running_gpu,
+        )
+    return out

@@ -1,0 +1,228 @@
+"""The independent plan score: DESIGN.md's objective as a flat tuple, higher is better.
+
+``score(snapshot, plan, previous=None)`` judges any plan (CP-SAT's, a baseline's, one
+written by hand) without OR-Tools and without any placer's code; every comparison in
+gangplan — baselines, exhaustive search in tests, CP-SAT's incumbent check, the
+benchmark — goes through it. Entries, in order:
+
+1. for each priority class of the pending gangs, highest first (DESIGN.md, objective 1):
+
+   ``p{c}.fairness``
+       minus the weighted shortfall of the class's queues of positive weight below their
+       fair targets: ``-sum_q weight_milli(q) * max(0, target(q) - dominant(q))``, shares
+       in ppm (:mod:`gangplan.solver.fairness`), ``dominant(q)`` over the queue's running
+       usage plus what the plan admits for it in this class;
+   ``p{c}.fairness_w0``
+       the same, unweighted, for queues of weight 0 (served last);
+   ``p{c}.gpu_milli``, ``p{c}.pods``
+       milli-GPUs, then pods, admitted in the class (throughput);
+
+2. locality (objective 2), for gangs admitted with more than one pod:
+   ``locality.preferred`` minus the sum, over gangs (and roles) with a ``preferred`` level,
+   of domains of that level used minus one; then ``locality.{level}`` for each level top
+   down and ``locality.node``: minus the sum over the other gangs of domains used minus one.
+   A node that joins no domain of a level counts as a domain of its own there;
+
+3. fragmentation (objective 3; after FGD, Weng et al., USENIX ATC'23):
+   ``fragmentation.gpu_nodes`` minus the GPU nodes partly used after the plan (some but not
+   all milli-GPUs taken, running pods included), ``fragmentation.leaves`` the same for
+   leaf domains (the lowest level);
+
+4. ``stability``: minus the pods of ``previous`` whose node differs now (0 without one).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import total_ordering
+
+from gangplan.models import GPU_MILLI, Plan, Snapshot
+from gangplan.solver.fairness import FairShares, fair_shares
+from gangplan.topology import NODE_LEVEL, Topology, build_topology
+
+__all__ = ["Score", "score", "score_names"]
+
+
+@total_ordering
+@dataclass(frozen=True)
+class Score:
+    """A lexicographic score: ``entries`` are ``(name, value)`` pairs, compared by value in
+    order. Two scores of one snapshot always have the same names."""
+
+    entries: tuple[tuple[str, int], ...]
+
+    @property
+    def values(self) -> tuple[int, ...]:
+        return tuple(v for _, v in self.entries)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.entries)
+
+    def __getitem__(self, name: str) -> int:
+        for n, v in self.entries:
+            if n == name:
+                return v
+        raise KeyError(name)
+
+    def _check(self, other: object) -> Score:
+        if not isinstance(other, Score):
+            raise TypeError(f"cannot compare Score with {type(other).__name__}")
+        if other.names != self.names:
+            raise ValueError("scores of different snapshots (entry names differ)")
+        return other
+
+    def __lt__(self, other: object) -> bool:
+        return self.values < self._check(other).values
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Score):
+            return NotImplemented
+        return self.entries == other.entries
+
+    def __hash__(self) -> int:
+        return hash(self.entries)
+
+    def __str__(self) -> str:
+        return ", ".join(f"{n}={v}" for n, v in self.entries)
+
+
+def score_names(snapshot: Snapshot, topology: Topology | None = None) -> tuple[str, ...]:
+    """The entry names of every score of ``snapshot``, in order."""
+    topo = topology or build_topology(snapshot)
+    classes = sorted({g.priority for g in snapshot.gangs}, reverse=True)
+    names: list[str] = []
+    for c in classes:
+        names += [f"p{c}.fairness", f"p{c}.fairness_w0", f"p{c}.gpu_milli", f"p{c}.pods"]
+    names.append("locality.preferred")
+    names += [f"locality.{lv}" for lv in topo.all_levels]
+    names += ["fragmentation.gpu_nodes", "fragmentation.leaves", "stability"]
+    return tuple(names)
+
+
+def score(
+    snapshot: Snapshot,
+    plan: Plan,
+    previous: Plan | None = None,
+    *,
+    topology: Topology | None = None,
+    shares: FairShares | None = None,
+) -> Score:
+    """Score ``plan`` for ``snapshot`` (see the module docstring for every entry).
+
+    ``topology`` and ``shares`` may be passed to avoid recomputing them. Pods of the plan
+    that name no known gang are ignored here (the verifier reports them).
+    """
+    topo = topology or build_topology(snapshot)
+    fs = shares or fair_shares(snapshot)
+    gangs = snapshot.gang_by_key
+    pods_by_gang: dict[str, list[tuple[str, str]]] = defaultdict(list)  # key -> (role, node)
+    for p in plan.pods:
+        key = f"{p.namespace}/{p.gang}"
+        if key in gangs:
+            pods_by_gang[key].append((p.role, p.node))
+
+    entries: list[tuple[str, int]] = []
+    for c in fs.classes:
+        added: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        gpu = pods = 0
+        for key, placed in pods_by_gang.items():
+            gang = gangs[key]
+            if gang.priority != c:
+                continue
+            for role_name, _node in placed:
+                req = gang.role(role_name).requests
+                gpu += req.get(snapshot.gpu, 0)
+                pods += 1
+                for r, v in fs.contribution(req).items():
+                    added[gang.queue][r] += v
+        fair = fair0 = 0
+        for qname, t in fs.targets.get(c, {}).items():
+            shortfall = max(0, t.target - fs.dominant(qname, added[qname]))
+            if t.weight_milli > 0:
+                fair -= t.weight_milli * shortfall
+            else:
+                fair0 -= shortfall
+        entries += [
+            (f"p{c}.fairness", fair),
+            (f"p{c}.fairness_w0", fair0),
+            (f"p{c}.gpu_milli", gpu),
+            (f"p{c}.pods", pods),
+        ]
+
+    preferred = 0
+    per_level = {lv: 0 for lv in topo.all_levels}
+    for key, placed in pods_by_gang.items():
+        gang = gangs[key]
+        if len(placed) < 2:
+            continue
+        pref = gang.topology.preferred if gang.topology else None
+        for lv in topo.all_levels:
+            spread = _domains_used(topo, [n for _, n in placed], lv) - 1
+            if lv == pref:
+                preferred -= spread
+            else:
+                per_level[lv] -= spread
+        for role in gang.roles:
+            rpref = role.topology.preferred if role.topology else None
+            nodes = [n for r, n in placed if r == role.name]
+            if rpref is not None and len(nodes) > 1:
+                preferred -= _domains_used(topo, nodes, rpref) - 1
+    entries.append(("locality.preferred", preferred))
+    entries += [(f"locality.{lv}", v) for lv, v in per_level.items()]
+
+    taken = _gpu_taken(snapshot, plan)
+    partly_nodes = 0
+    leaf_taken: dict[object, int] = defaultdict(int)
+    leaf_total: dict[object, int] = defaultdict(int)
+    for node in snapshot.nodes:
+        total = GPU_MILLI * topo.gpu_count(node.name)
+        if total == 0:
+            continue
+        t = min(total, taken.get(node.name, 0))
+        if 0 < t < total:
+            partly_nodes += 1
+        if topo.leaf_level is not None:
+            leaf = topo.domain_of(node.name, topo.leaf_level)
+            if leaf is not None:
+                leaf_taken[leaf] += t
+                leaf_total[leaf] += total
+    partly_leaves = sum(1 for d, tot in leaf_total.items() if 0 < leaf_taken[d] < tot)
+    entries += [
+        ("fragmentation.gpu_nodes", -partly_nodes),
+        ("fragmentation.leaves", -partly_leaves),
+    ]
+
+    moved = 0
+    if previous is not None:
+        now = {(p.namespace, p.pod): p.node for p in plan.pods}
+        moved = sum(1 for p in previous.pods if now.get((p.namespace, p.pod)) != p.node)
+    entries.append(("stability", -moved))
+    return Score(tuple(entries))
+
+
+def _domains_used(topo: Topology, nodes: list[str], level: str) -> int:
+    seen: set[object] = set()
+    for n in nodes:
+        d = topo.domain_of(n, level) if level != NODE_LEVEL else n
+        seen.add(d if d is not None else ("alone", n))
+    return len(seen)
+
+
+def _gpu_taken(snapshot: Snapshot, plan: Plan) -> dict[str, int]:
+    """Milli-GPU taken per node after the plan: running pods (device view) plus the plan."""
+    taken: dict[str, int] = {}
+    for node in snapshot.nodes:
+        free = snapshot.free(node.name)
+        taken[node.name] = sum(GPU_MILLI - m for m in free.gpu_milli.values())
+    gangs = snapshot.gang_by_key
+    for p in plan.pods:
+        gang = gangs.get(f"{p.namespace}/{p.gang}")
+        if gang is None or p.node not in taken:
+            continue
+        try:
+            taken[p.node] += gang.role(p.role).requests.get(snapshot.gpu, 0)
+        except KeyError:
+            continue
+    return taken
