@@ -497,7 +497,8 @@ class Snapshot(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _map_model_specific_gpus(cls, data: Any) -> Any:
-        """Rewrite model-specific GPU resources (``nvidia.com/a100``) to the GPU resource."""
+        """Rewrite model-specific GPU resources (``nvidia.com/a100``) to the GPU resource, in
+        nodes' allocatable, gangs' requests and running pods' requests alike."""
         if not isinstance(data, dict):
             return data
         names = data.get("resources") or {}
@@ -536,6 +537,16 @@ class Snapshot(_Frozen):
                 gang = {**gang, "roles": roles, "gpu_models": sorted(set(models))}
             gangs.append(gang)
         data["gangs"] = gangs
+        running = []
+        for pod in data.get("running") or ():
+            if isinstance(pod, dict) and isinstance(pod.get("requests"), dict):
+                req = dict(pod["requests"])
+                for res in mapping:
+                    if res in req:
+                        req[gpu] = req.pop(res)
+                pod = {**pod, "requests": req}
+            running.append(pod)
+        data["running"] = running
         return data
 
     @model_validator(mode="after")
