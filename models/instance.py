@@ -163,8 +163,10 @@ class InstanceFile(_Frozen):
                 domains: dict[str, str] = {}
                 for rule in pool.spread:
                     level = level_by_name.get(rule.level)
+                    if level is None:
+                        continue  # reported once above, not once per node
                     domain = rule.name.format(n=rule.first + i // rule.size)
-                    if level is not None and level.node_label:
+                    if level.node_label:
                         labels[level.node_label] = domain
                     else:
                         domains[rule.level] = domain
@@ -193,8 +195,6 @@ class InstanceFile(_Frozen):
                 name = entry.name if entry.replicas == 1 else f"{entry.name}-{k}"
                 running.append({**data, "name": name})
                 running_paths.append(f"running[{i}]")
-        if bad:
-            raise InstanceError(bad)
         data = {
             "resources": self.resources.model_dump(),
             "levels": [lv.model_dump() for lv in self.levels],
@@ -206,7 +206,7 @@ class InstanceFile(_Frozen):
             "metadata": self.metadata,
         }
         try:
-            return Snapshot.model_validate(data)
+            snapshot = Snapshot.model_validate(data)
         except ValidationError as err:
             problems = []
             for e in err.errors():
@@ -224,7 +224,10 @@ class InstanceFile(_Frozen):
                             {"nodes": node_paths, "running": running_paths},
                         )
                     )
-            raise InstanceError(problems) from None
+            raise InstanceError(bad + problems) from None
+        if bad:
+            raise InstanceError(bad)
+        return snapshot
 
 
 def _quantities(res: dict[str, int]) -> dict[str, str]:
@@ -311,6 +314,8 @@ def load_instance(data: Any) -> tuple[Snapshot, list[str]]:
             duplicate names, unknown references, min_member above the full size, device ids
             used twice, device layouts that disagree with allocatable).
     """
+    if data is None:
+        raise InstanceError([Problem("", "the file is empty (expected a mapping, kind: Instance)")])
     if not isinstance(data, dict):
         raise InstanceError(
             [Problem("", f"the file holds a {type(data).__name__}, not a mapping (kind: Instance)")]
