@@ -272,8 +272,12 @@ def format_loc(loc: tuple[int | str, ...]) -> str:
 def _accepted_fields(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str] | None:
     """The field names accepted at the object that ``loc`` (ending in the bad key) points into."""
     current: Any = model
+    key_next = False  # the previous field is a mapping: this part is one of its keys
     for part in loc[:-1]:
         if isinstance(part, int):
+            continue
+        if key_next:
+            key_next = False
             continue
         if isinstance(current, type) and issubclass(current, BaseModel):
             f = current.model_fields.get(part)
@@ -283,11 +287,21 @@ def _accepted_fields(model: type[BaseModel], loc: tuple[int | str, ...]) -> list
             if f is None:
                 return None
             current = _inner_model(f.annotation)
+            key_next = _is_mapping(f.annotation)
         else:
             return None
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [f.alias or n for n, f in current.model_fields.items()]
     return None
+
+
+def _is_mapping(annotation: Any) -> bool:
+    """True for ``dict[...]`` (also inside ``Optional`` / ``Annotated``)."""
+    import typing
+
+    if typing.get_origin(annotation) is dict:
+        return True
+    return any(_is_mapping(arg) for arg in typing.get_args(annotation))
 
 
 def _inner_model(annotation: Any) -> Any:
