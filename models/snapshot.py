@@ -631,6 +631,14 @@ class Snapshot(_Frozen):
         return list(_problems(self))
 
 
+def _listing(names: list[str], limit: int = 8) -> str:
+    """``'a', 'b', 'c'``, or the first ``limit`` of them and how many there are."""
+    if not names:
+        return "none"
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown if len(names) <= limit else f"{shown}, ... ({len(names)} in all)"
+
+
 def _dups(names: list[str]) -> set[str]:
     return {n for n, c in Counter(names).items() if c > 1}
 
@@ -759,7 +767,9 @@ def _problems(s: Snapshot) -> Iterator[Problem]:  # noqa: C901 - a flat list of 
             yield Problem(f"{path}.queue", f"unknown queue {pod.queue!r} (declared: {queues})")
         node = s.node_by_name.get(pod.node)
         if node is None:
-            yield Problem(f"{path}.node", f"unknown node {pod.node!r}")
+            yield Problem(
+                f"{path}.node", f"unknown node {pod.node!r} (declared: {_listing(node_names)})"
+            )
             continue
         yield from _whole_units(pod.requests, f"{path}.requests", fractional_ok)
         if node.device_layout is not None and node.device_layout not in s.device_layouts:
@@ -771,7 +781,8 @@ def _problems(s: Snapshot) -> Iterator[Problem]:  # noqa: C901 - a flat list of 
             if dev not in gpu_ids and dev not in nic_ids:
                 yield Problem(
                     f"{path}.devices",
-                    f"device {dev!r} does not exist on node {node.name!r}",
+                    f"device {dev!r} does not exist on node {node.name!r} (its devices: "
+                    f"{_listing([*layout.gpu_ids, *layout.nic_ids])})",
                 )
             elif dev in nic_ids or whole:
                 owner = used_whole.get((node.name, dev))
