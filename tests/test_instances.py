@@ -18,8 +18,29 @@ import jsonschema
 import pytest
 import yaml
 from gangplan.adapters.files import load_snapshot
-from gangplan.models import InstanceFile, Snapshot
+from gangplan.models import (
+    DeviceLayout,
+    Gang,
+    InstanceFile,
+    Level,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    NumaNode,
+    PcieSwitch,
+    Queue,
+    ResourceNames,
+    Role,
+    Snapshot,
+    SpreadRule,
+    Taint,
+    Toleration,
+    TopologyConstraint,
+    load_instance,
+)
+from gangplan.models.instance import NodePool, RunningEntry
 from gangplan.models.quantity import to_base_units
+from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances"
@@ -333,3 +354,78 @@ def test_package_data_globs_cover_instance_files() -> None:
     # setuptools expands the globs like Path.glob: "*.yaml" does not reach into cases/
     shipped = sorted({p for g in globs for p in INSTANCES.glob(g)})
     assert shipped == INSTANCE_FILES
+
+
+# --------------------------------------------------------------------------- docs
+
+DOCS = ROOT / "docs" / "instance-format.md"
+
+
+def _docs_example() -> dict[str, Any]:
+    text = DOCS.read_text(encoding="utf-8")
+    after = text.split("<!-- example: complete", 1)[1]
+    block = after.split("```yaml\n", 1)[1].split("```", 1)[0]
+    data = yaml.safe_load(block)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_docs_example_is_valid(schema_validator: Any) -> None:
+    # docs/instance-format.md's complete example: 4 pool nodes of 4 GPUs + cpu-0; two
+    # running 'serve' pods of 1 GPU each on gpu-3 (they take gpu0 and gpu1 there)
+    data = _docs_example()
+    assert list(schema_validator.iter_errors(data)) == []
+    s, warnings = load_instance(data)
+    assert warnings == []
+    assert [n.name for n in s.nodes] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "cpu-0"]
+    assert sum(n.allocatable.get("nvidia.com/gpu", 0) for n in s.nodes) == 16_000
+    assert [p.name for p in s.running] == ["serve-0", "serve-1"]
+    assert s.free("gpu-3").whole_gpus == ("gpu2", "gpu3")
+    assert [n.labels["example.com/leaf"] for n in s.nodes] == [
+        "leaf-0",
+        "leaf-0",
+        "leaf-1",
+        "leaf-1",
+        "leaf-1",
+    ]
+    sweep = s.gang_by_key["default/sweep"]
+    assert (sweep.elastic, sweep.min_size, [sweep.role_min(r) for r in sweep.roles]) == (
+        True,
+        3,
+        [1, 0],
+    )
+
+
+def _fields(model: type[BaseModel]) -> list[str]:
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        InstanceFile,
+        ResourceNames,
+        Level,
+        DeviceLayout,
+        NumaNode,
+        PcieSwitch,
+        NodePool,
+        SpreadRule,
+        Node,
+        Taint,
+        Queue,
+        Gang,
+        Role,
+        TopologyConstraint,
+        NodeSelectorTerm,
+        NodeSelectorRequirement,
+        Toleration,
+        RunningEntry,
+    ],
+    ids=lambda m: m.__name__,
+)
+def test_docs_name_every_field(model: type[BaseModel]) -> None:
+    """docs/instance-format.md documents every field of the instance file's models."""
+    text = DOCS.read_text(encoding="utf-8")
+    missing = [f for f in _fields(model) if f"`{f}`" not in text]
+    assert missing == []
