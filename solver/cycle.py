@@ -1,0 +1,169 @@
+"""One scheduling cycle: baselines, incumbent, CP-SAT, plan, reasons.
+
+``solve_cycle(snapshot, previous, config)`` is the single entry point used by ``gangplan
+solve``, ``replan`` and ``serve``:
+
+1. run every baseline of :data:`~gangplan.solver.baselines.BASELINES`; keep the best plan by
+   :func:`~gangplan.solver.score.score` as the incumbent;
+2. build the CP-SAT model (:mod:`gangplan.solver.model`), hint it with the incumbent, and
+   optimise the score's entries tier by tier within the time limit;
+3. turn the counts into pods and device ids; verify the plan independently; if that fails,
+   or CP-SAT's plan scores below the incumbent, return the incumbent and say so;
+4. give every pending gang a reason (:mod:`gangplan.solver.reasons`).
+
+It never raises for "nothing fits": an empty plan with reasons is a valid answer.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gangplan.models import Plan, PlanSummary, PodPlacement, Snapshot, TierReport
+from gangplan.solver.baselines import BASELINES, BaselineContext
+from gangplan.solver.fairness import fair_shares
+from gangplan.solver.reasons import explain_pending
+from gangplan.solver.result import CycleResult, CycleStatus, SolverConfig, assemble_plan
+from gangplan.solver.score import Score, score
+from gangplan.solver.verify import verify
+from gangplan.topology import build_topology
+
+__all__ = ["PLACERS", "run_baseline", "solve_cycle"]
+
+PLACERS = ("cpsat", *BASELINES)
+
+
+def _finish(
+    ctx: BaselineContext,
+    pods: list[PodPlacement],
+    placer: str,
+    status: CycleStatus,
+    started: float,
+    *,
+    previous: Plan | None,
+    tiers: tuple[TierReport, ...] = (),
+    model_size: dict[str, int] | None = None,
+    notes: list[str] | None = None,
+    reason_budget: float = 0.0,
+    exact_check: object = None,
+) -> tuple[Plan, Score]:
+    placed = {f"{p.namespace}/{p.gang}" for p in pods}
+    pending = [g for g in ctx.snapshot.gangs if g.key not in placed]
+    reasons = explain_pending(ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget)  # type: ignore[arg-type]
+    plan = assemble_plan(ctx.snapshot, pods, reasons)
+    sc = score(ctx.snapshot, plan, previous, topology=ctx.topo, shares=ctx.shares)
+    if not tiers:
+        tiers = tuple(TierReport(name=n, value=v) for n, v in sc.entries)
+    summary = PlanSummary(
+        placer=placer,
+        status=status.value,
+        tiers=tiers,
+        wall_time_s=round(time.monotonic() - started, 4),
+        model_size=model_size or {},
+        notes=tuple(notes or ()),
+    )
+    return plan.model_copy(update={"summary": summary}), sc
+
+
+def run_baseline(
+    snapshot: Snapshot, name: str, previous: Plan | None = None
+) -> CycleResult:
+    """Run one baseline placer by name (``greedy``, ``topology-fit``, ...)."""
+    started = time.monotonic()
+    ctx = BaselineContext(snapshot, build_topology(snapshot), fair_shares(snapshot))
+    pods = BASELINES[name](ctx)
+    plan, sc = _finish(ctx, pods, name, CycleStatus.BASELINE, started, previous=previous)
+    return CycleResult(
+        status=CycleStatus.BASELINE,
+        plan=plan,
+        score=sc,
+        wall_time_s=time.monotonic() - started,
+    )
+
+
+def solve_cycle(
+    snapshot: Snapshot,
+    previous: Plan | None = None,
+    config: SolverConfig | None = None,
+) -> CycleResult:
+    """Solve one cycle with CP-SAT, never worse by score than the best baseline.
+
+    Args:
+        snapshot: the cycle's snapshot.
+        previous: the previous cycle's plan (stability entry of the score), or None.
+        config: options; :class:`SolverConfig` defaults when None.
+
+    Returns:
+        A :class:`CycleResult` whose plan passes :func:`~gangplan.solver.verify.verify`.
+    """
+    from gangplan.solver.model.builder import solve_model
+
+    cfg = config or SolverConfig()
+    started = time.monotonic()
+    topo = build_topology(snapshot)
+    ctx = BaselineContext(snapshot, topo, fair_shares(snapshot))
+    notes: list[str] = []
+
+    baseline_scores: dict[str, Score] = {}
+    best: tuple[Score, str, list[PodPlacement]] | None = None
+    for name, placer in BASELINES.items():
+        pods = placer(ctx)
+        plan = assemble_plan(snapshot, pods, {})
+        sc = score(snapshot, plan, previous, topology=topo, shares=ctx.shares)
+        baseline_scores[name] = sc
+        if verify(snapshot, plan, topology=topo):
+            notes.append(f"baseline {name} produced an invalid plan; not used as incumbent")
+            continue
+        if best is None or best[0] < sc:
+            best = (sc, name, pods)
+    assert best is not None, "no valid baseline plan (the empty plan is always valid)"
+    incumbent_score, incumbent_name, incumbent_pods = best
+
+    budget = max(0.05, cfg.time_limit_s * (1 - cfg.reason_share))
+    outcome = solve_model(ctx, incumbent_pods, previous, cfg, budget)
+    notes += outcome.notes
+    status = outcome.status
+    pods = outcome.pods
+    placer = "cpsat"
+    if pods is not None:
+        trial = assemble_plan(snapshot, pods, {})
+        violations = verify(snapshot, trial, topology=topo)
+        if violations:
+            notes.append(
+                "CP-SAT's solution failed the verifier "
+                f"({violations[0]}); the incumbent is returned"
+            )
+            status, pods = CycleStatus.FALLBACK, None
+        else:
+            sc = score(snapshot, trial, previous, topology=topo, shares=ctx.shares)
+            if sc < incumbent_score:
+                notes.append("CP-SAT's plan scores below the incumbent; the incumbent is returned")
+                status, pods = CycleStatus.INCUMBENT, None
+    if pods is None:
+        pods = incumbent_pods
+        placer = f"cpsat (incumbent: {incumbent_name})"
+        if status not in (CycleStatus.FALLBACK, CycleStatus.INCUMBENT):
+            status = CycleStatus.INCUMBENT
+    reason_budget = max(0.0, cfg.time_limit_s - (time.monotonic() - started))
+    plan, sc = _finish(
+        ctx,
+        pods,
+        placer,
+        status,
+        started,
+        previous=previous,
+        tiers=outcome.tiers if status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE) else (),
+        model_size=outcome.model_size,
+        notes=notes,
+        reason_budget=min(reason_budget, cfg.time_limit_s * cfg.reason_share),
+        exact_check=outcome.exact_check,
+    )
+    return CycleResult(
+        status=status,
+        plan=plan,
+        score=sc,
+        incumbent_score=incumbent_score,
+        baseline_scores=baseline_scores,
+        wall_time_s=time.monotonic() - started,
+        model_size=outcome.model_size,
+        notes=notes,
+    )

@@ -1,0 +1,432 @@
+"""Build the CP-SAT model, solve it tier by tier, and turn counts back into pods and devices.
+
+Overview (``solve_model``):
+
+1. :func:`~gangplan.solver.model.indexing.build_index`: items, shapes, candidates, blocks;
+2. :class:`~gangplan.solver.model.variables.Variables` and
+   :class:`~gangplan.solver.model.constraints.Constraints` (the hard rules);
+3. :func:`~gangplan.solver.model.objective.build_terms` (one term per score entry);
+4. hint: the incumbent (best baseline plan) as a complete assignment of the decision
+   variables; each later tier is hinted with the previous tier's solution;
+5. lexicographic loop: maximise a term, fix ``term >= value``, next term;
+6. :func:`disaggregate`: counts per node, per joint group and per GPU device become pods
+   with node and device ids. The per-device and per-group counts are exact, so this step
+   cannot fail for a solution of the model; the cycle still verifies the result and returns
+   the incumbent if it ever does fail.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from gangplan.models import GPU_MILLI, Plan, PodPlacement, TierReport
+from gangplan.solver.baselines import BaselineContext
+from gangplan.solver.model.constraints import Constraints
+from gangplan.solver.model.indexing import Index, build_index
+from gangplan.solver.model.objective import ObjectiveTerm, build_terms
+from gangplan.solver.model.variables import Variables
+from gangplan.solver.result import CycleStatus, SolverConfig
+from gangplan.solver.state import ClusterState
+
+__all__ = ["ModelOutcome", "disaggregate", "solve_model"]
+
+MAX_VARIABLES = 400_000
+"""Above this many variables the model is not built; the incumbent is returned."""
+
+
+@dataclass
+class ModelOutcome:
+    status: CycleStatus
+    pods: list[PodPlacement] | None
+    tiers: tuple[TierReport, ...] = ()
+    model_size: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    exact_check: object = None
+
+
+@dataclass
+class Solution:
+    """Variable values of the last solution, keyed like :class:`Variables`' dicts."""
+
+    x: dict[tuple[int, int], int]
+    z: dict[tuple[int, int], int]
+    joint: dict[tuple[int, int, str], int]
+    joint_nic: dict[tuple[int, int, str], int]
+    share: dict[tuple[int, int, str], int]
+    whole: dict[tuple[int, str], int]
+
+
+def _hint_from_pods(ix: Index, v: Variables, pods: list[PodPlacement]) -> dict[int, int]:
+    """Values (by proto index) of the decision variables for the incumbent's pods."""
+    nidx = ix.node_index
+    item_of: dict[tuple[str, str], int] = {}
+    for item in ix.items:
+        for g in item.gangs:
+            item_of[(g.key, item.role.name)] = item.id
+    x: dict[tuple[int, int], int] = defaultdict(int)
+    z: dict[tuple[int, int], int] = defaultdict(int)
+    joint: dict[tuple[int, int, str], int] = defaultdict(int)
+    joint_nic: dict[tuple[int, int, str], int] = defaultdict(int)
+    share: dict[tuple[int, int, str], int] = defaultdict(int)
+    whole: dict[tuple[int, str], int] = defaultdict(int)
+    admitted: set[int] = set()
+    state = ix.state
+    assert state is not None
+    for p in pods:
+        i = item_of.get((f"{p.namespace}/{p.gang}", p.role))
+        n = nidx.get(p.node)
+        if i is None or n is None:
+            continue
+        item = ix.items[i]
+        x[(i, ix.block_of_node[n])] += 1
+        z[(item.shape, n)] += 1
+        if ix.groups[item.group].multi:
+            admitted.add(item.group)
+        shape = ix.shapes[item.shape]
+        st = state.nodes[p.node]
+        if shape.joint != "none":
+            of = st.group_of.get(shape.joint, {})
+            for d in p.gpus:
+                joint[(item.shape, n, of.get(d, ""))] += 1
+            for d in p.nics:
+                joint_nic[(item.shape, n, of.get(d, ""))] += 1
+        if shape.share:
+            for d in p.gpus:
+                share[(item.shape, n, d)] += 1
+        elif shape.whole:
+            for d in p.gpus:
+                whole[(n, d)] = 1
+    values: dict[int, int] = {}
+
+    def put(var: cp_model.IntVar, value: int) -> None:
+        values[var.Index()] = value
+
+    for key, var in v.x.items():
+        put(var, x.get(key, 0))
+    for gid, var in v.admit.items():
+        put(var, 1 if gid in admitted else 0)
+    for key, var in v.z_vars.items():
+        put(var, z.get(key, 0))
+    for key, var in v.joint.items():
+        put(var, joint.get(key, 0))
+    for key, var in v.joint_nic.items():
+        put(var, joint_nic.get(key, 0))
+    for key, var in v.share.items():
+        put(var, share.get(key, 0))
+    for key, var in v.whole.items():
+        put(var, whole.get(key, 0))
+    return values
+
+
+def _read(solver: cp_model.CpSolver, v: Variables, ix: Index) -> Solution:
+    z: dict[tuple[int, int], int] = {}
+    for key, e in v.z.items():
+        z[key] = int(solver.Value(e))
+    return Solution(
+        x={k: int(solver.Value(var)) for k, var in v.x.items()},
+        z=z,
+        joint={k: int(solver.Value(var)) for k, var in v.joint.items()},
+        joint_nic={k: int(solver.Value(var)) for k, var in v.joint_nic.items()},
+        share={k: int(solver.Value(var)) for k, var in v.share.items()},
+        whole={k: int(solver.Value(var)) for k, var in v.whole.items()},
+    )
+
+
+def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_share: float) -> None:
+    p = solver.parameters
+    p.random_seed = cfg.seed
+    if cfg.deterministic:
+        p.num_workers = 1
+        p.max_deterministic_time = max(0.01, det_share)
+        p.max_time_in_seconds = max(60.0, seconds * 20)
+    else:
+        p.num_workers = max(1, cfg.num_workers)
+        p.max_time_in_seconds = max(0.01, seconds)
+    if cfg.relative_gap > 0:
+        p.relative_gap_limit = cfg.relative_gap
+
+
+def solve_model(
+    ctx: BaselineContext,
+    incumbent: list[PodPlacement],
+    previous: Plan | None,
+    cfg: SolverConfig,
+    budget_s: float,
+) -> ModelOutcome:
+    """Optimise the cycle with CP-SAT within ``budget_s`` seconds (see the module docstring).
+
+    Returns pods (None when CP-SAT found no solution in time), tier reports and model size.
+    """
+    started = time.monotonic()
+    ix = build_index(ctx, cfg, previous)
+    notes = list(ix.notes)
+    if not ix.items:
+        return ModelOutcome(CycleStatus.OPTIMAL, [], notes=notes + ["nothing can be placed"])
+    model = cp_model.CpModel()
+    v = Variables.create(model, ix)
+    cons = Constraints(model, ix, v)
+    cons.add_all()
+    prev_pods = len(previous.pods) if previous is not None else 0
+    terms = build_terms(model, ix, v, ctx.shares, prev_pods)
+    proto = model.Proto()
+    size = {
+        "variables": len(proto.variables),
+        "constraints": len(proto.constraints),
+        "items": len(ix.items),
+        "shapes": len(ix.shapes),
+        "blocks": len(ix.blocks),
+        "gangs_left_out": len(ix.left_out),
+    }
+    if size["variables"] > MAX_VARIABLES:
+        return ModelOutcome(
+            CycleStatus.INCUMBENT,
+            None,
+            model_size=size,
+            notes=notes + [f"model too large ({size['variables']} variables); incumbent returned"],
+        )
+    hint = _hint_from_pods(ix, v, incumbent)
+    for idx, val in hint.items():
+        model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
+
+    active = [t for t in terms if t.expr is not None]
+    solver = cp_model.CpSolver()
+    reports: list[TierReport] = []
+    solution: Solution | None = None
+    all_optimal = True
+    remaining_w = sum(t.weight for t in active)
+    for term in terms:
+        if term.expr is None:
+            status = "constant" if term.modelled else "derived (not in the model)"
+            reports.append(TierReport(name=term.name, value=term.const, status=status))
+            continue
+        left = budget_s - (time.monotonic() - started)
+        share = term.weight / remaining_w if remaining_w > 0 else 1.0
+        remaining_w -= term.weight
+        if left <= 0.01 and solution is not None:
+            all_optimal = False
+            reports.append(TierReport(name=term.name, value=0, status="not reached (time)"))
+            continue
+        _params(solver, cfg, max(0.01, left * share if remaining_w > 0 else left), cfg.deterministic_time * share)
+        model.Maximize(term.expr)
+        st = solver.Solve(model)
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            if st == cp_model.MODEL_INVALID:
+                notes.append(f"model invalid: {model.Validate()}")
+            elif st == cp_model.INFEASIBLE:
+                notes.append(f"tier {term.name}: infeasible (a bug: the empty plan is feasible)")
+            else:
+                notes.append(f"tier {term.name}: no solution within its time share")
+            all_optimal = False
+            if solution is None:
+                return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
+            reports.append(TierReport(name=term.name, value=0, status="not reached (time)"))
+            break
+        value = int(round(solver.ObjectiveValue()))
+        bound = int(round(solver.BestObjectiveBound()))
+        optimal = st == cp_model.OPTIMAL
+        all_optimal &= optimal
+        gap = abs(bound - value) / max(1, abs(bound + term.const))
+        reports.append(
+            TierReport(
+                name=term.name,
+                value=value + term.const,
+                bound=bound + term.const,
+                gap=round(gap, 6),
+                status="optimal" if optimal else "feasible",
+            )
+        )
+        model.Add(term.expr >= value)
+        solution = _read(solver, v, ix)
+        resp = solver.ResponseProto()
+        model.ClearHints()
+        for idx, val in enumerate(resp.solution):
+            model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
+    assert solution is not None
+    pods = disaggregate(ix, solution, previous)
+    for i, r in enumerate(reports):
+        if r.status.startswith("derived"):
+            reports[i] = r
+    return ModelOutcome(
+        CycleStatus.OPTIMAL if all_optimal else CycleStatus.FEASIBLE,
+        pods,
+        tiers=tuple(reports),
+        model_size=size,
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- counts -> pods
+
+
+@dataclass
+class _Slot:
+    node: str
+    gpus: tuple[str, ...]
+    gpu_milli: int | None
+    nics: tuple[str, ...]
+
+
+def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[int, list[_Slot]]:
+    """Device choices for every pod the solution puts on node ``n``, by shape."""
+    name = ix.node_names[n]
+    st = state.nodes[name]
+    slots: dict[int, list[_Slot]] = defaultdict(list)
+    counts = {s: c for (s, nn), c in sol.z.items() if nn == n and c > 0}
+    if not counts:
+        return slots
+    taken_gpu: set[str] = set()
+    taken_nic: set[str] = set()
+    has_whole_vars = any(nn == n for (nn, _d) in sol.whole)
+    whole_ok = {d for (nn, d), val in sol.whole.items() if nn == n and val}
+
+    def free_whole(ids: tuple[str, ...] | list[str]) -> list[str]:
+        out = [d for d in ids if st.gpu_milli[d] == GPU_MILLI and d not in taken_gpu]
+        if has_whole_vars:
+            out = [d for d in out if d in whole_ok]
+        return out
+
+    # 1. joint shapes, group by group
+    for s, c in sorted(counts.items()):
+        shape = ix.shapes[s]
+        if shape.joint == "none":
+            continue
+        groups = st.groups.get(shape.joint, {})
+        gpu_pool: list[str] = []
+        nic_pool: list[str] = []
+        pairs: list[tuple[list[str], list[str]]] = []
+        for gname, (gpus, nics) in groups.items():
+            a = sol.joint.get((s, n, gname), 0)
+            b = a if shape.nics == shape.whole else sol.joint_nic.get((s, n, gname), 0)
+            if a == 0 and b == 0:
+                continue
+            g_ids = free_whole(gpus)[:a]
+            n_ids = [x for x in nics if x in st.nics and x not in taken_nic][:b]
+            taken_gpu.update(g_ids)
+            taken_nic.update(n_ids)
+            pairs.append((g_ids, n_ids))
+        # hand GPUs (and, with equal counts, their NICs) to pods in group order
+        if shape.nics == shape.whole:
+            flat = [(g, nn) for g_ids, n_ids in pairs for g, nn in zip(g_ids, n_ids, strict=False)]
+            for k in range(c):
+                chunk = flat[k * shape.whole : (k + 1) * shape.whole]
+                slots[s].append(_Slot(name, tuple(g for g, _ in chunk), None, tuple(x for _, x in chunk)))
+        else:
+            for g_ids, n_ids in pairs:
+                gpu_pool += g_ids
+                nic_pool += n_ids
+            for k in range(c):
+                slots[s].append(
+                    _Slot(
+                        name,
+                        tuple(gpu_pool[k * shape.whole : (k + 1) * shape.whole]),
+                        None,
+                        tuple(nic_pool[k * shape.nics : (k + 1) * shape.nics]),
+                    )
+                )
+    # 2. GPU shares, device by device
+    for (s, nn, d), c in sorted(sol.share.items()):
+        if nn != n or c == 0:
+            continue
+        shape = ix.shapes[s]
+        for _ in range(c):
+            nic_ids = [x for x in st.nic_order if x in st.nics and x not in taken_nic][: shape.nics]
+            taken_nic.update(nic_ids)
+            slots[s].append(_Slot(name, (d,), shape.share, tuple(nic_ids)))
+    # 3. whole GPUs without a joint policy, and pods without GPUs
+    for s, c in sorted(counts.items()):
+        shape = ix.shapes[s]
+        if shape.joint != "none" or shape.share:
+            continue
+        for _ in range(c):
+            g_ids = free_whole(list(st.gpu_order))[: shape.whole]
+            taken_gpu.update(g_ids)
+            nic_ids = [x for x in st.nic_order if x in st.nics and x not in taken_nic][: shape.nics]
+            taken_nic.update(nic_ids)
+            slots[s].append(_Slot(name, tuple(g_ids), None, tuple(nic_ids)))
+    return slots
+
+
+def disaggregate(ix: Index, sol: Solution, previous: Plan | None) -> list[PodPlacement]:
+    """Pods with node and device ids from a solution's counts (see the module docstring)."""
+    state = ClusterState(ix.snapshot, ix.ctx.topo)
+    nodes_used = sorted({n for (_s, n), c in sol.z.items() if c > 0})
+    slots: dict[tuple[int, int], list[_Slot]] = {}
+    for n in nodes_used:
+        for s, lst in _node_slots(ix, sol, n, state).items():
+            slots[(s, n)] = lst
+
+    # which nodes each item's pods go to
+    assign: dict[int, list[int]] = defaultdict(list)  # item -> node per pod
+    if ix.exact:
+        for (i, b), c in sorted(sol.x.items()):
+            assign[i] += [b] * c
+    else:
+        left = {key: len(v) for key, v in slots.items()}
+        order = sorted(
+            ((i, b, c) for (i, b), c in sol.x.items() if c > 0),
+            key=lambda t: (not ix.groups[ix.items[t[0]].group].multi, -t[2], t[0], t[1]),
+        )
+        for i, b, c in order:
+            s = ix.items[i].shape
+            need = c
+            while need > 0:
+                cands = [n for n in ix.blocks[b].nodes if left.get((s, n), 0) > 0]
+                if not cands:
+                    raise RuntimeError(f"disaggregation: no slot left for item {ix.items[i].name}")
+                n = max(cands, key=lambda n: (left[(s, n)], -n))
+                take = min(need, left[(s, n)])
+                assign[i] += [n] * take
+                left[(s, n)] -= take
+                need -= take
+    used: dict[tuple[int, int], int] = defaultdict(int)
+    pods: list[PodPlacement] = []
+    prev_node: dict[tuple[str, str], str] = {}
+    if previous is not None:
+        prev_node = {(p.namespace, p.pod): p.node for p in previous.pods}
+    for i in sorted(assign):
+        item = ix.items[i]
+        nodes = assign[i]
+        if len(item.gangs) > 1 or ix.groups[item.group].multi is False:
+            # single-pod gangs: the oldest of the identical gangs are admitted
+            names = [(g, g.roles[0].pod_name(g.name, 0)) for g in item.gangs]
+        else:
+            g = item.gang
+            names = [(g, item.role.pod_name(g.name, k)) for k in range(item.role.count)]
+        # pods that stay where the previous plan had them get those nodes first
+        chosen: list[tuple[object, str, int]] = []
+        pool = list(nodes)
+        rest = []
+        for g, pod in names:
+            pn = prev_node.get((g.namespace, pod))
+            if pn is not None and ix.node_index.get(pn) in pool:
+                n = ix.node_index[pn]
+                pool.remove(n)
+                chosen.append((g, pod, n))
+            else:
+                rest.append((g, pod))
+        for (g, pod), n in zip(rest, pool, strict=False):
+            chosen.append((g, pod, n))
+        for g, pod, n in chosen:
+            s = item.shape
+            slot = slots[(s, n)][used[(s, n)]]
+            used[(s, n)] += 1
+            pods.append(
+                PodPlacement(
+                    pod=pod,
+                    gang=g.name,  # type: ignore[attr-defined]
+                    namespace=g.namespace,  # type: ignore[attr-defined]
+                    role=item.role.name,
+                    node=slot.node,
+                    gpus=slot.gpus,
+                    gpu_milli=slot.gpu_milli,
+                    nics=slot.nics,
+                )
+            )
+    return pods
+
+
+_ = ObjectiveTerm

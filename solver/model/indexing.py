@@ -1,0 +1,337 @@
+"""Dense indices for the CP-SAT model: what is counted together, and where it may go.
+
+The model never has a variable per pod. It counts:
+
+* **items** — identical pods that the score cannot tell apart: the pods of one role of a
+  multi-pod gang; or all the single-pod gangs that share queue, priority, requests, joint
+  policy and candidate nodes (one item, counted 0..number of such gangs; which of them are
+  admitted is decided afterwards by creation time, which changes no score entry);
+* **shapes** — items with the same per-pod requests and joint policy compete for the same
+  node capacity, so node capacity is written once per shape, not per item;
+* **blocks** — where items are counted: single nodes (exact mode) or leaf domains
+  (aggregated mode, for large cycles; node counts then come from per-shape counts z[s, n]).
+
+Impossible pairs are filtered before building: an item's candidate nodes pass every static
+rule (readiness, taints, selectors, affinity, GPU model, declared layout for joint
+allocation, a domain at each required level) and have room for at least one of its pods
+in what running pods leave; a multi-pod gang whose candidates cannot hold its minimum
+(in one domain of its required level) is left out — nothing is lost, it could not be placed.
+
+Inside ``solver/`` only: dense integer indices never leave the model.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from gangplan.models import GPU_MILLI, Gang, Plan, Role, Snapshot
+from gangplan.solver.baselines import BaselineContext
+from gangplan.solver.result import SolverConfig
+from gangplan.solver.state import ClusterState
+from gangplan.topology import NODE_LEVEL, Domain
+
+__all__ = ["Block", "Group", "Index", "Item", "Shape", "build_index"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Per-pod demand: requests (base units), GPU form and joint policy."""
+
+    id: int
+    requests: tuple[tuple[str, int], ...]
+    whole: int
+    """whole GPUs per pod (0 for a share or no GPU)"""
+    share: int
+    """milli-GPU of one GPU (0 unless a share)"""
+    nics: int
+    joint: str
+    """``none`` unless a joint policy applies (GPUs and NICs asked, policy set)"""
+
+    @property
+    def gpu_milli(self) -> int:
+        return self.whole * GPU_MILLI + self.share
+
+    def req(self, resource: str) -> int:
+        for r, v in self.requests:
+            if r == resource:
+                return v
+        return 0
+
+
+@dataclass
+class Item:
+    """Identical pods counted by one integer per block."""
+
+    id: int
+    group: int
+    gangs: list[Gang]
+    role: Role
+    shape: int
+    count: int
+    candidates: list[int]
+    """node indices"""
+    cap: dict[int, int]
+    """node index -> pods of this item that fit there alone (upper bound)"""
+    previous: dict[int, int] = field(default_factory=dict)
+    """node index -> pods of this item on that node in the previous plan"""
+
+    @property
+    def gang(self) -> Gang:
+        return self.gangs[0]
+
+    @property
+    def name(self) -> str:
+        g = self.gang
+        if len(self.gangs) > 1:
+            return f"{g.name}+{len(self.gangs) - 1}"
+        return f"{g.name}.{self.role.name}"
+
+
+@dataclass
+class Group:
+    """A multi-pod gang (``multi``), or the aggregate behind one single-pod item."""
+
+    id: int
+    gangs: list[Gang]
+    items: list[int]
+    multi: bool
+
+    @property
+    def gang(self) -> Gang:
+        return self.gangs[0]
+
+
+@dataclass(frozen=True)
+class Block:
+    """Where item counts live: a node, or a leaf domain's nodes (aggregated mode)."""
+
+    id: int
+    name: str
+    nodes: tuple[int, ...]
+
+
+@dataclass
+class Index:
+    snapshot: Snapshot
+    ctx: BaselineContext
+    node_names: list[str]
+    shapes: list[Shape]
+    items: list[Item]
+    groups: list[Group]
+    blocks: list[Block]
+    block_of_node: list[int]
+    exact: bool
+    levels: tuple[str, ...]
+    """levels whose 'uses' are modelled, top down (``node`` included only in exact mode)"""
+    domain_of_block: dict[str, list[object]] = field(default_factory=dict)
+    """level -> per block, the key of its domain at that level"""
+    left_out: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    state: ClusterState | None = None
+
+    @property
+    def node_index(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.node_names)}
+
+
+def _shape_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...]:
+    gpu = role.requests.get(snapshot.gpu, 0)
+    nic = role.requests.get(snapshot.nic, 0) // GPU_MILLI
+    whole = gpu // GPU_MILLI if gpu >= GPU_MILLI else 0
+    share = gpu if 0 < gpu < GPU_MILLI else 0
+    joint = gang.joint if (gang.joint != "none" and nic and whole) else "none"
+    return (tuple(sorted(role.requests.items())), whole, share, nic, joint)
+
+
+def build_index(
+    ctx: BaselineContext,
+    config: SolverConfig,
+    previous: Plan | None,
+) -> Index:
+    """Items, shapes, candidates and blocks for one cycle (see the module docstring)."""
+    s = ctx.snapshot
+    topo = ctx.topo
+    state = ClusterState(s, topo)
+    node_names = [n.name for n in s.nodes]
+    nidx = {n: i for i, n in enumerate(node_names)}
+    prev_nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
+    prev_gangs: set[str] = set()
+    if previous is not None:
+        for p in previous.pods:
+            prev_nodes[(f"{p.namespace}/{p.gang}", p.role)].append(p.node)
+            prev_gangs.add(f"{p.namespace}/{p.gang}")
+
+    shapes: dict[tuple[object, ...], Shape] = {}
+    cap_cache: dict[tuple[object, ...], dict[int, int]] = {}
+
+    def shape_of(gang: Gang, role: Role) -> Shape:
+        key = _shape_key(s, gang, role)
+        if key not in shapes:
+            req, whole, share, nic, joint = key
+            shapes[key] = Shape(len(shapes), req, whole, share, nic, joint)  # type: ignore[arg-type]
+        return shapes[key]
+
+    def caps(gang: Gang, role: Role, limit: int) -> dict[int, int]:
+        key = (
+            _shape_key(s, gang, role),
+            state.candidates(gang, role),
+            limit,
+        )
+        if key not in cap_cache:
+            out = {}
+            for n in state.candidates(gang, role):
+                c = state.pod_capacity(gang, role, n, limit)
+                if c > 0:
+                    out[nidx[n]] = c
+            cap_cache[key] = out
+        return cap_cache[key]
+
+    items: list[Item] = []
+    groups: list[Group] = []
+    left_out: list[str] = []
+    singles: dict[tuple[object, ...], list[Gang]] = defaultdict(list)
+    for gang in s.gangs:
+        if gang.size == 1 and gang.key not in prev_gangs:
+            role = gang.roles[0]
+            key = (
+                gang.queue,
+                gang.priority,
+                _shape_key(s, gang, role),
+                state.candidates(gang, role),
+            )
+            singles[key].append(gang)
+            continue
+        role_caps = {r.name: caps(gang, r, r.count) for r in gang.roles}
+        if not _may_fit(ctx, gang, role_caps, node_names):
+            left_out.append(gang.key)
+            continue
+        gid = len(groups)
+        group = Group(gid, [gang], [], multi=gang.size > 1)
+        for role in gang.roles:
+            c = role_caps[role.name]
+            if not c:
+                continue
+            item = Item(
+                id=len(items),
+                group=gid,
+                gangs=[gang],
+                role=role,
+                shape=shape_of(gang, role).id,
+                count=role.count,
+                candidates=sorted(c),
+                cap=c,
+            )
+            for n in prev_nodes.get((gang.key, role.name), []):
+                if n in nidx:
+                    item.previous[nidx[n]] = item.previous.get(nidx[n], 0) + 1
+            items.append(item)
+            group.items.append(item.id)
+        groups.append(group)
+    for key, gangs in singles.items():
+        gangs.sort(key=lambda g: (g.creation_time, g.name))
+        role = gangs[0].roles[0]
+        c = caps(gangs[0], role, len(gangs))
+        if not c:
+            left_out.extend(g.key for g in gangs)
+            continue
+        gid = len(groups)
+        item = Item(
+            id=len(items),
+            group=gid,
+            gangs=gangs,
+            role=role,
+            shape=shape_of(gangs[0], role).id,
+            count=len(gangs),
+            candidates=sorted(c),
+            cap=c,
+        )
+        items.append(item)
+        groups.append(Group(gid, gangs, [item.id], multi=False))
+
+    multi_pairs = sum(len(items[i].candidates) for g in groups if g.multi for i in g.items)
+    all_pairs = sum(len(it.candidates) for it in items)
+    exact = topo.leaf_level is None or (multi_pairs + all_pairs) <= config.exact_limit
+    notes: list[str] = []
+    # blocks
+    if exact:
+        blocks = [Block(i, n, (i,)) for i, n in enumerate(node_names)]
+        block_of_node = list(range(len(node_names)))
+        levels = topo.all_levels
+    else:
+        leaf = topo.leaf_level
+        assert leaf is not None
+        by_key: dict[object, list[int]] = defaultdict(list)
+        for i, n in enumerate(node_names):
+            anc = topo.ancestors(n)
+            if all(lv in anc for lv in topo.levels):
+                by_key[anc[leaf]].append(i)
+            else:
+                by_key[("alone", n)].append(i)
+        blocks = []
+        block_of_node = [0] * len(node_names)
+        for key, members in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+            name = key.name if isinstance(key, Domain) else str(key[1])  # type: ignore[index]
+            b = Block(len(blocks), name, tuple(members))
+            for m in members:
+                block_of_node[m] = b.id
+            blocks.append(b)
+        levels = topo.levels
+        notes.append(
+            f"aggregated mode: gangs counted per leaf ({len(blocks)} blocks); the node-level "
+            "locality and stability entries are derived, not optimised"
+        )
+    domain_of_block: dict[str, list[object]] = {}
+    for lv in levels:
+        keys: list[object] = []
+        for b in blocks:
+            first = node_names[b.nodes[0]]
+            if lv == NODE_LEVEL:
+                keys.append(("node", first))
+            else:
+                d = topo.domain_of(first, lv)
+                keys.append(d if d is not None else ("alone", first))
+        domain_of_block[lv] = keys
+    return Index(
+        snapshot=s,
+        ctx=ctx,
+        node_names=node_names,
+        shapes=sorted(shapes.values(), key=lambda sh: sh.id),
+        items=items,
+        groups=groups,
+        blocks=blocks,
+        block_of_node=block_of_node,
+        exact=exact,
+        levels=levels,
+        domain_of_block=domain_of_block,
+        left_out=left_out,
+        notes=notes,
+        state=state,
+    )
+
+
+def _may_fit(
+    ctx: BaselineContext, gang: Gang, role_caps: dict[str, dict[int, int]], node_names: list[str]
+) -> bool:
+    """Capacity bound: can the candidates hold the gang's minimum (in one required domain)?"""
+    level = gang.topology.required if gang.topology else None
+    if level is None or level == NODE_LEVEL:
+        pools: list[set[int] | None] = [None]
+        if level == NODE_LEVEL:
+            pools = [{i} for i in range(len(node_names))]
+    else:
+        idx = {n: i for i, n in enumerate(node_names)}
+        pools = [{idx[n] for n in ctx.topo.nodes_in(d)} for d in ctx.topo.domains_at(level)]
+    for pool in pools:
+        total = 0
+        ok = True
+        for role in gang.roles:
+            c = role_caps[role.name]
+            n = min(role.count, sum(v for k, v in c.items() if pool is None or k in pool))
+            if n < gang.role_min(role):
+                ok = False
+                break
+            total += n
+        if ok and total >= gang.min_size:
+            return True
+    return False

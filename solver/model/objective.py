@@ -1,0 +1,268 @@
+"""The objective: one term per entry of the score, assembled here in one visible place.
+
+The order of DESIGN.md is enforced **tier by tier** (lexicographic optimisation): the builder
+maximises one term, then adds ``term >= best value found`` and moves to the next, each with
+a share of the time limit. This is exact — a lower tier can never buy back a unit of a
+higher one, because the higher tier's value is fixed as a constraint before the lower one is
+looked at — and it keeps coefficients small (no big-M weights; SOLVER-NOTES.md §4 (a)). It
+is the classic method for lexicographic multi-objective integer programs.
+
+Each term is ``expr + const`` with ``expr`` a linear expression over model variables and the
+value equal to the score's entry of the same name (:mod:`gangplan.solver.score`) for the
+plan the solution becomes. Where an idea comes from:
+
+* fairness: weighted shortfall below fair targets from progressive filling of dominant
+  share — DRF (Ghodsi et al., NSDI'11), Volcano's ``proportion`` plugin (deserved),
+  Kueue's fair sharing (weighted dominant share, weight 0 served last);
+* throughput: milli-GPUs then pods admitted, per priority class (Volcano/Kueue priority);
+* locality: domains used per level, required/preferred levels — Kueue TAS (KEP-2724),
+  Volcano network-topology-aware scheduling (HyperNode tiers);
+* fragmentation: partly used GPU nodes and leaves — after FGD (Weng et al., ATC'23), which
+  scores placements by the GPU fragmentation they cause;
+* stability: pods kept where the previous plan put them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from gangplan.models import GPU_MILLI
+from gangplan.solver.fairness import FairShares
+from gangplan.solver.model.indexing import Index
+from gangplan.solver.model.variables import Variables
+from gangplan.solver.score import score_names
+from gangplan.topology import NODE_LEVEL
+
+__all__ = ["ObjectiveTerm", "build_terms"]
+
+
+@dataclass
+class ObjectiveTerm:
+    """One score entry as a model term: value = expr + const (maximised)."""
+
+    name: str
+    expr: cp_model.LinearExprT | None
+    const: int = 0
+    modelled: bool = True
+    """False: not in the model (e.g. node locality in aggregated mode); derived afterwards."""
+    weight: float = 1.0
+    """share of the time limit this tier gets relative to others"""
+
+
+def build_terms(
+    model: cp_model.CpModel, ix: Index, v: Variables, shares: FairShares, previous_pods: int
+) -> list[ObjectiveTerm]:
+    """Every entry of :func:`~gangplan.solver.score.score_names`, in order."""
+    terms: dict[str, ObjectiveTerm] = {}
+    _fairness_and_throughput(model, ix, v, shares, terms)
+    _locality(model, ix, v, terms)
+    _fragmentation(model, ix, v, terms)
+    _stability(model, ix, v, terms, previous_pods)
+    out = []
+    for name in score_names(ix.snapshot, ix.ctx.topo):
+        out.append(terms.get(name, ObjectiveTerm(name, None, 0, modelled=False)))
+    return out
+
+
+def _fairness_and_throughput(
+    model: cp_model.CpModel,
+    ix: Index,
+    v: Variables,
+    fs: FairShares,
+    terms: dict[str, ObjectiveTerm],
+) -> None:
+    s = ix.snapshot
+    by_class_queue: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for item in ix.items:
+        by_class_queue[(item.gang.priority, item.gang.queue)].append(item.id)
+    for c in fs.classes:
+        fair: list[cp_model.LinearExprT] = []
+        fair0: list[cp_model.LinearExprT] = []
+        fair_const = fair0_const = 0
+        for qname, t in fs.targets.get(c, {}).items():
+            ids = by_class_queue.get((c, qname), [])
+            base = fs.base.get(qname, {})
+            base_dom = max((base.get(r, 0) for r in fs.resources), default=0)
+            if not ids or t.target <= base_dom:
+                short = max(0, t.target - base_dom)
+                if t.weight_milli > 0:
+                    fair_const -= t.weight_milli * short
+                else:
+                    fair0_const -= short
+                continue
+            lins = []
+            for r in fs.resources:
+                coeff = [(fs.contribution(dict(ix.shapes[ix.items[i].shape].requests))[r], i) for i in ids]
+                lin = base.get(r, 0) + sum(k * v.placed(i) for k, i in coeff if k)
+                lins.append(lin)
+            hi = 2_000_000_000
+            dom = model.NewIntVar(0, hi, f"dominant[p{c},{qname}]")
+            model.AddMaxEquality(dom, lins)
+            short = model.NewIntVar(0, t.target, f"shortfall[p{c},{qname}]")
+            model.Add(short >= t.target - dom)
+            if t.weight_milli > 0:
+                fair.append(-t.weight_milli * short)
+            else:
+                fair0.append(-short)
+        terms[f"p{c}.fairness"] = ObjectiveTerm(f"p{c}.fairness", sum(fair) if fair else None, fair_const, weight=3)
+        terms[f"p{c}.fairness_w0"] = ObjectiveTerm(f"p{c}.fairness_w0", sum(fair0) if fair0 else None, fair0_const)
+        ids = [it.id for it in ix.items if it.gang.priority == c]
+        gpu = [ix.shapes[ix.items[i].shape].gpu_milli * v.placed(i) for i in ids if ix.shapes[ix.items[i].shape].gpu_milli]
+        pods = [v.placed(i) for i in ids]
+        terms[f"p{c}.gpu_milli"] = ObjectiveTerm(f"p{c}.gpu_milli", sum(gpu) if gpu else None, weight=3)
+        terms[f"p{c}.pods"] = ObjectiveTerm(f"p{c}.pods", sum(pods) if pods else None)
+
+
+def _locality(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
+    topo = ix.ctx.topo
+    uses_by: dict[tuple[str, int, str], list[cp_model.IntVar]] = defaultdict(list)
+    for (o, oid, lv, _d), var in v.uses.items():
+        uses_by[(o, oid, lv)].append(var)
+    pref_terms: list[cp_model.LinearExprT] = []
+    pref_modelled = True
+    level_terms: dict[str, list[cp_model.LinearExprT]] = defaultdict(list)
+    for g in ix.groups:
+        if not g.multi:
+            continue
+        pref = g.gang.topology.preferred if g.gang.topology else None
+        admit = v.admit[g.id]
+        for lv in topo.all_levels:
+            if lv not in ix.levels:
+                if lv == pref:
+                    pref_modelled = False
+                continue
+            spread = sum(uses_by[("g", g.id, lv)]) - admit
+            if lv == pref:
+                pref_terms.append(-spread)
+            else:
+                level_terms[lv].append(-spread)
+        for i in g.items:
+            tc = ix.items[i].role.topology
+            rpref = tc.preferred if tc else None
+            if rpref is None or ix.items[i].count < 2:
+                continue
+            if rpref not in ix.levels:
+                pref_modelled = False
+                continue
+            anyp = model.NewBoolVar(f"role_placed[{ix.items[i].name}]")
+            placed = v.placed(i)
+            model.Add(placed <= ix.items[i].count * anyp)
+            model.Add(placed >= anyp)
+            pref_terms.append(-(sum(uses_by[("i", i, rpref)]) - anyp))
+    terms["locality.preferred"] = ObjectiveTerm(
+        "locality.preferred", sum(pref_terms) if pref_terms else None, modelled=pref_modelled
+    )
+    for lv in topo.all_levels:
+        modelled = lv in ix.levels
+        terms[f"locality.{lv}"] = ObjectiveTerm(
+            f"locality.{lv}", sum(level_terms[lv]) if level_terms[lv] else None, modelled=modelled
+        )
+    _ = NODE_LEVEL
+
+
+def _fragmentation(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
+    """Partly used GPU nodes and leaves after the plan (running pods included)."""
+    state = ix.state
+    assert state is not None
+    s = ix.snapshot
+    topo = ix.ctx.topo
+    unit = GPU_MILLI
+    for sh in ix.shapes:
+        if sh.share:
+            from math import gcd
+
+            unit = gcd(unit, sh.share)
+    node_const = 0
+    node_terms: list[cp_model.LinearExprT] = []
+    leaf_plan: dict[object, list[cp_model.LinearExprT]] = defaultdict(list)
+    leaf_run: dict[object, int] = defaultdict(int)
+    leaf_total: dict[object, int] = defaultdict(int)
+    leaf_ub: dict[object, int] = defaultdict(int)
+    for n, name in enumerate(ix.node_names):
+        gpus = topo.gpu_count(name)
+        if gpus == 0:
+            continue
+        total = gpus * GPU_MILLI // unit
+        free = sum(s.free(name).gpu_milli.values()) // unit
+        run = total - free
+        gpu_terms = [(ix.shapes[sh].gpu_milli // unit, e) for sh, e in v.shapes_on(n) if ix.shapes[sh].gpu_milli]
+        leaf = topo.domain_of(name, topo.leaf_level) if topo.leaf_level else None
+        if leaf is not None:
+            leaf_run[leaf] += run
+            leaf_total[leaf] += total
+        if not gpu_terms:
+            if 0 < run < total:
+                node_const -= 1
+            continue
+        plan = sum(c * e for c, e in gpu_terms)
+        ub = free
+        used = model.NewBoolVar(f"gpu_used[{name}]")
+        full = model.NewBoolVar(f"gpu_full[{name}]")
+        v.gpu_used[n] = used
+        v.gpu_full[n] = full
+        model.Add(plan <= ub * used)
+        model.Add(plan >= used)
+        model.Add(plan >= free).OnlyEnforceIf(full)
+        model.Add(plan <= free - 1).OnlyEnforceIf(full.Not())
+        model.AddImplication(full, used)
+        if run > 0:
+            node_terms.append(-(1 - full))
+        else:
+            node_terms.append(-(used - full))
+        if leaf is not None:
+            leaf_plan[leaf].append(plan)
+            leaf_ub[leaf] += ub
+    terms["fragmentation.gpu_nodes"] = ObjectiveTerm(
+        "fragmentation.gpu_nodes", sum(node_terms) if node_terms else None, node_const
+    )
+    leaf_const = 0
+    leaf_terms: list[cp_model.LinearExprT] = []
+    for leaf, total in leaf_total.items():
+        run = leaf_run[leaf]
+        if not leaf_plan.get(leaf):
+            if 0 < run < total:
+                leaf_const -= 1
+            continue
+        plan = sum(leaf_plan[leaf])
+        free = total - run
+        used = model.NewBoolVar(f"leaf_used[{getattr(leaf, 'name', leaf)}]")
+        full = model.NewBoolVar(f"leaf_full[{getattr(leaf, 'name', leaf)}]")
+        model.Add(plan <= leaf_ub[leaf] * used)
+        model.Add(plan >= used)
+        model.Add(plan >= free).OnlyEnforceIf(full)
+        model.Add(plan <= free - 1).OnlyEnforceIf(full.Not())
+        model.AddImplication(full, used)
+        if run > 0:
+            leaf_terms.append(-(1 - full))
+        else:
+            leaf_terms.append(-(used - full))
+    terms["fragmentation.leaves"] = ObjectiveTerm(
+        "fragmentation.leaves", sum(leaf_terms) if leaf_terms else None, leaf_const
+    )
+
+
+def _stability(
+    model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm], previous_pods: int
+) -> None:
+    """Pods of the previous plan that stay on their node (exact mode only)."""
+    if previous_pods == 0:
+        terms["stability"] = ObjectiveTerm("stability", None, 0)
+        return
+    if not ix.exact:
+        terms["stability"] = ObjectiveTerm("stability", None, 0, modelled=False)
+        return
+    kept: list[cp_model.IntVar] = []
+    for item in ix.items:
+        for n, k in item.previous.items():
+            var = v.x.get((item.id, n))
+            if var is None:
+                continue
+            keep = model.NewIntVar(0, k, f"kept[{item.name},{ix.node_names[n]}]")
+            model.AddMinEquality(keep, [var, k])
+            kept.append(keep)
+    terms["stability"] = ObjectiveTerm(
+        "stability", sum(kept) if kept else None, -previous_pods
+    )

@@ -1,0 +1,302 @@
+"""Why a gang stays pending: DESIGN.md's three classes, with the binding constraint and numbers.
+
+``never_fits``
+    not even on the empty cluster (allocatable, no running pods) within its queue's max;
+``blocked``
+    it would fit the empty cluster and its queue's max, but not what running pods leave,
+    or not its queue's headroom (max minus running usage);
+``lost``
+    it fits what running pods leave, but gangs placed this cycle took the room.
+
+Reasons come from capacity bounds, which are cheap: per role, how many pods fit each
+candidate node (by trial with the same device rules as the baselines), summed per domain.
+For a gang of one role these bounds are exact. For gangs of several roles sharing nodes
+the sum over roles is a relaxation: when it says "fits", :func:`explain_pending` may ask an
+exact check (a callback, the CP-SAT model of the gang alone, spending at most its budget);
+without one, such a gang is reported as ``lost`` and the message says the check was a bound.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gangplan.models import GPU_MILLI, Gang, PendingReason, PodPlacement, Role, Snapshot
+from gangplan.models.quantity import format_quantity
+from gangplan.solver.baselines import BaselineContext
+from gangplan.solver.state import ClusterState
+from gangplan.topology import NODE_LEVEL
+
+__all__ = ["ExactCheck", "explain_pending"]
+
+ExactCheck = Callable[[Gang, bool, float], bool | None]
+"""``check(gang, empty, seconds)``: True if the gang alone fits (the empty cluster when
+``empty``, else what running pods leave), False if not, None if undecided in time."""
+
+
+def _describe_pod(snapshot: Snapshot, role: Role) -> str:
+    gpu = role.requests.get(snapshot.gpu, 0)
+    if gpu >= GPU_MILLI:
+        return f"{gpu // GPU_MILLI} GPU{'s' if gpu > GPU_MILLI else ''}"
+    if gpu:
+        return f"{gpu} milli-GPU"
+    parts = [f"{format_quantity(r, v)} {r}" for r, v in sorted(role.requests.items()) if v]
+    return ", ".join(parts[:2]) or "no resources"
+
+
+def _describe_gang(snapshot: Snapshot, gang: Gang, pods: int) -> str:
+    gpus = sum(r.requests.get(snapshot.gpu, 0) * r.count for r in gang.roles)
+    shapes = ", ".join(f"{r.count} x {_describe_pod(snapshot, r)}" for r in gang.roles)
+    models = f" {'/'.join(gang.gpu_models)}" if gang.gpu_models else ""
+    if gpus >= GPU_MILLI:
+        return f"{pods} pods ({shapes}; {gpus / GPU_MILLI:g}{models} GPUs at full size)"
+    return f"{pods} pods ({shapes})"
+
+
+@dataclass
+class _Fit:
+    ok: bool
+    message: str
+
+
+class _Capacity:
+    """Per-node pod capacity of role shapes in one cluster state, cached by shape."""
+
+    def __init__(self, ctx: BaselineContext, state: ClusterState):
+        self.ctx = ctx
+        self.state = state
+        self._cache: dict[tuple[object, ...], dict[str, int]] = {}
+
+    def per_node(self, gang: Gang, role: Role) -> dict[str, int]:
+        key = (
+            tuple(sorted(role.requests.items())),
+            gang.joint,
+            tuple(sorted(role.node_selector.items())),
+            role.node_affinity,
+            role.tolerations,
+            gang.gpu_models,
+            gang.topology,
+            role.topology,
+        )
+        if key not in self._cache:
+            cands = self.state.candidates(gang, role)
+            caps = {n: self.state.pod_capacity(gang, role, n, role.count) for n in cands}
+            self._cache[key] = {n: c for n, c in caps.items() if c > 0}
+        return self._cache[key]
+
+
+def _why_no_candidates(ctx: BaselineContext, gang: Gang, role: Role) -> str:
+    s = ctx.snapshot
+    counts: Counter[str] = Counter()
+    for node in s.nodes:
+        if not node.ready or node.unschedulable:
+            counts["not Ready or unschedulable"] += 1
+        elif not role.admits(node):
+            counts["its node selector, affinity or taints"] += 1
+        elif gang.gpu_models and role.requests.get(s.gpu, 0) and node.gpu_model not in gang.gpu_models:
+            counts[f"GPU model (accepts {'/'.join(gang.gpu_models)})"] += 1
+        elif gang.joint != "none" and role.requests.get(s.nic, 0) and not node.has_device_topology:
+            counts["no declared PCIe layout for joint allocation"] += 1
+        else:
+            counts["no domain at its required level"] += 1
+    parts = ", ".join(f"{n} by {why}" for why, n in counts.most_common())
+    return f"no node can take role {role.name!r}: of {len(s.nodes)} nodes, {parts}"
+
+
+def _fit_alone(ctx: BaselineContext, cap: _Capacity, gang: Gang, where: str) -> _Fit:
+    """Does the gang alone fit this state? Exact for one role; a bound for several."""
+    s = ctx.snapshot
+    per_role = {r.name: cap.per_node(gang, r) for r in gang.roles}
+    for r in gang.roles:
+        if gang.role_min(r) > 0 and not cap.state.candidates(gang, r):
+            return _Fit(False, _why_no_candidates(ctx, gang, r))
+    need = gang.min_size
+    level = gang.topology.required if gang.topology else None
+    domains: list[tuple[str, frozenset[str]]]
+    if level is None:
+        domains = [("the cluster", frozenset(s.node_by_name))]
+    elif level == NODE_LEVEL:
+        domains = [(n, frozenset([n])) for n in s.node_by_name]
+    else:
+        domains = [(d.name, ctx.topo.nodes_in(d)) for d in ctx.topo.domains_at(level)]
+    best_total, best_name = -1, ""
+    for name, members in domains:
+        total = 0
+        ok = True
+        for r in gang.roles:
+            n_r = min(r.count, sum(c for n, c in per_role[r.name].items() if n in members))
+            n_r = _role_level_cap(ctx, r, per_role[r.name], members, n_r)
+            if n_r < gang.role_min(r):
+                ok = False
+            total += n_r
+        if ok and total >= need:
+            return _Fit(True, "")
+        if total > best_total:
+            best_total, best_name = total, name
+    what = _describe_gang(s, gang, need)
+    if level is not None:
+        unit = "node" if level == NODE_LEVEL else level
+        return _Fit(
+            False,
+            f"needs {what} inside one {unit}; the best {where} {unit} ({best_name}) holds "
+            f"{max(best_total, 0)} of them",
+        )
+    # not a topology limit: capacity or per-node fragmentation
+    gpu_pod = max((r.requests.get(s.gpu, 0) for r in gang.roles), default=0)
+    if gpu_pod >= GPU_MILLI:
+        free_gpus = sum(
+            sum(1 for m in cap.state.nodes[n].gpu_milli.values() if m == GPU_MILLI)
+            for n in {n for r in gang.roles for n in cap.state.candidates(gang, r)}
+        )
+        gpus_needed = sum(r.requests.get(s.gpu, 0) * gang.role_min(r) for r in gang.roles) // GPU_MILLI
+        nodes_ok = len({n for caps in per_role.values() for n in caps})
+        if free_gpus >= max(gpus_needed, need * gpu_pod // GPU_MILLI // max(1, len(gang.roles))):
+            return _Fit(
+                False,
+                f"needs {what}; {where} nodes have {free_gpus} whole GPUs but they are split: "
+                f"only {nodes_ok} node{'s' if nodes_ok != 1 else ''} can hold a "
+                f"{gpu_pod // GPU_MILLI}-GPU pod, room for {max(best_total, 0)} of its pods "
+                "(per-node fragmentation)",
+            )
+        return _Fit(
+            False,
+            f"needs {what}; {where} nodes it may use have {free_gpus} whole GPUs, room for "
+            f"{max(best_total, 0)} of its pods",
+        )
+    return _Fit(False, f"needs {what}; {where} nodes have room for {max(best_total, 0)} of them")
+
+
+def _role_level_cap(
+    ctx: BaselineContext, role: Role, caps: dict[str, int], members: frozenset[str], n_r: int
+) -> int:
+    level = role.topology.required if role.topology else None
+    if level is None:
+        return n_r
+    if level == NODE_LEVEL:
+        return min(n_r, max((c for n, c in caps.items() if n in members), default=0))
+    best = 0
+    for d in ctx.topo.domains_at(level):
+        inside = ctx.topo.nodes_in(d) & members
+        best = max(best, sum(c for n, c in caps.items() if n in inside))
+    return min(n_r, best)
+
+
+def _min_demand(gang: Gang) -> dict[str, int]:
+    """The least a gang can ask per resource when admitted at its minimum size."""
+    demand: dict[str, int] = defaultdict(int)
+    extra = gang.min_size - sum(gang.role_min(r) for r in gang.roles)
+    for r in gang.roles:
+        for res, v in r.requests.items():
+            demand[res] += gang.role_min(r) * v
+    if extra > 0:
+        spare = sorted(gang.roles, key=lambda r: sum(r.requests.values()))
+        for r in spare:
+            take = min(extra, r.count - gang.role_min(r))
+            for res, v in r.requests.items():
+                demand[res] += take * v
+            extra -= take
+    return dict(demand)
+
+
+def explain_pending(
+    ctx: BaselineContext,
+    placed: list[PodPlacement],
+    pending: list[Gang],
+    *,
+    exact_check: ExactCheck | None = None,
+    budget_s: float = 0.0,
+) -> dict[str, PendingReason]:
+    """A reason for every gang of ``pending`` (keys ``namespace/name``).
+
+    ``placed``: the plan's pods (to say who took the room). ``exact_check`` is asked only
+    for multi-role gangs the bounds call fitting, within ``budget_s`` seconds in all.
+    """
+    s = ctx.snapshot
+    out: dict[str, PendingReason] = {}
+    if not pending:
+        return out
+    empty = _Capacity(ctx, ClusterState(s, ctx.topo, empty=True))
+    free = _Capacity(ctx, ClusterState(s, ctx.topo))
+    running_use: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in s.running:
+        if pod.queue is not None:
+            running_use[pod.queue].update(pod.requests)
+    deadline = time.monotonic() + budget_s
+    gangs = s.gang_by_key
+    admitted = {f"{p.namespace}/{p.gang}" for p in placed}
+    for gang in pending:
+        queue = s.queue_by_name[gang.queue]
+        demand = _min_demand(gang)
+        reason = None
+        for res, cap in sorted(queue.max.items()):
+            if demand.get(res, 0) > cap:
+                reason = PendingReason(
+                    kind="never_fits",
+                    message=f"queue {queue.name} has a max of {format_quantity(res, cap)} {res}; "
+                    f"the gang needs at least {format_quantity(res, demand[res])}",
+                )
+                break
+        if reason is None:
+            fit = _fit_alone(ctx, empty, gang, "empty")
+            if fit.ok and len(gang.roles) > 1 and exact_check is not None:
+                left = deadline - time.monotonic()
+                if left > 0 and exact_check(gang, True, left) is False:
+                    fit = _Fit(False, f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds no placement even on the empty cluster")
+            if not fit.ok:
+                reason = PendingReason(kind="never_fits", message=fit.message)
+        if reason is None:
+            for res, cap in sorted(queue.max.items()):
+                used = running_use[queue.name].get(res, 0)
+                if used + demand.get(res, 0) > cap:
+                    reason = PendingReason(
+                        kind="blocked",
+                        message=f"queue {queue.name} would exceed its max of "
+                        f"{format_quantity(res, cap)} {res}: running pods use "
+                        f"{format_quantity(res, used)}, the gang needs at least "
+                        f"{format_quantity(res, demand.get(res, 0))}",
+                    )
+                    break
+        if reason is None:
+            fit = _fit_alone(ctx, free, gang, "free")
+            if fit.ok and len(gang.roles) > 1 and exact_check is not None:
+                left = deadline - time.monotonic()
+                if left > 0 and exact_check(gang, False, left) is False:
+                    fit = _Fit(False, f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds no placement in what running pods leave")
+            if not fit.ok:
+                reason = PendingReason(kind="blocked", message=fit.message + " (running pods hold the rest)")
+        if reason is None:
+            reason = _lost(ctx, gang, placed, admitted, gangs)
+        out[gang.key] = reason
+    return out
+
+
+def _lost(
+    ctx: BaselineContext,
+    gang: Gang,
+    placed: list[PodPlacement],
+    admitted: set[str],
+    gangs: dict[str, Gang],
+) -> PendingReason:
+    s = ctx.snapshot
+    higher = sorted(
+        {k for k in admitted if gangs[k].priority > gang.priority}, key=lambda k: gangs[k].name
+    )
+    gpu_taken = sum(
+        gangs[f"{p.namespace}/{p.gang}"].role(p.role).requests.get(s.gpu, 0) for p in placed
+    )
+    what = _describe_gang(s, gang, gang.min_size)
+    if higher:
+        names = ", ".join(gangs[k].name for k in higher[:3]) + (" ..." if len(higher) > 3 else "")
+        return PendingReason(
+            kind="lost",
+            message=f"lost: needs {what}; lower priority ({gang.priority}) than gangs placed "
+            f"this cycle ({names}) that took the room",
+        )
+    return PendingReason(
+        kind="lost",
+        message=f"lost: needs {what}; it fits what running pods leave, but the "
+        f"{gpu_taken / GPU_MILLI:g} GPUs placed this cycle for other gangs (fair share, then "
+        "throughput) leave no room this cycle",
+    )

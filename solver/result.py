@@ -1,0 +1,96 @@
+"""What a cycle is asked (``SolverConfig``) and what it returns (``CycleResult``)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from gangplan.models import GangOutcome, PendingReason, Plan, PlanSummary, PodPlacement, Snapshot
+from gangplan.solver.score import Score
+
+__all__ = ["CycleResult", "CycleStatus", "SolverConfig", "assemble_plan"]
+
+
+class CycleStatus(enum.Enum):
+    """How the returned plan was found."""
+
+    OPTIMAL = "optimal"
+    """CP-SAT proved every optimised tier optimal."""
+    FEASIBLE = "feasible"
+    """CP-SAT's plan, better than the incumbent, some tier not proven optimal in time."""
+    INCUMBENT = "incumbent"
+    """CP-SAT found nothing better in time: the best baseline plan is returned."""
+    FALLBACK = "fallback"
+    """CP-SAT's solution could not be turned into a valid plan: the incumbent is returned."""
+    BASELINE = "baseline"
+    """A baseline placer was asked for directly."""
+
+
+@dataclass(frozen=True)
+class SolverConfig:
+    """Options of one cycle.
+
+    ``time_limit_s``: wall-clock budget for CP-SAT (all tiers); ``num_workers``: CP-SAT
+    search workers (default 2, these machines' cores; SOLVER-NOTES.md §7);
+    ``seed``; ``relative_gap``: stop a tier when within this gap; ``deterministic``: one
+    worker, fixed seed, and a deterministic time limit (``deterministic_time`` units of
+    CP-SAT's deterministic clock) instead of wall time, for tests;
+    ``reason_share``: the share of the time limit reasons may spend on solver checks;
+    ``exact_limit``: largest (multi-pod items x nodes) for which the model keeps pods at
+    node granularity (exact node locality); above it, gangs are placed per leaf and node
+    counts are derived (reported in the notes).
+    """
+
+    time_limit_s: float = 10.0
+    num_workers: int = 2
+    seed: int = 0
+    relative_gap: float = 0.0
+    deterministic: bool = False
+    deterministic_time: float = 20.0
+    reason_share: float = 0.1
+    exact_limit: int = 40_000
+    max_candidates: int = 0
+    """per item, keep at most this many candidate nodes (0: all; exact)."""
+
+
+@dataclass
+class CycleResult:
+    """A cycle's outcome: the plan, how it was found, its score and model statistics."""
+
+    status: CycleStatus
+    plan: Plan
+    score: Score
+    incumbent_score: Score | None = None
+    baseline_scores: dict[str, Score] = field(default_factory=dict)
+    wall_time_s: float = 0.0
+    model_size: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def assemble_plan(
+    snapshot: Snapshot,
+    pods: list[PodPlacement],
+    reasons: dict[str, PendingReason],
+    summary: PlanSummary | None = None,
+) -> Plan:
+    """A plan with one outcome per gang (snapshot order) from its placed pods and reasons."""
+    by_gang: dict[str, list[PodPlacement]] = {}
+    for p in pods:
+        by_gang.setdefault(f"{p.namespace}/{p.gang}", []).append(p)
+    outcomes = []
+    for gang in snapshot.gangs:
+        placed = by_gang.get(gang.key, [])
+        roles = {r.name: sum(1 for p in placed if p.role == r.name) for r in gang.roles}
+        outcomes.append(
+            GangOutcome(
+                gang=gang.name,
+                namespace=gang.namespace,
+                admitted=bool(placed),
+                placed=len(placed),
+                roles=roles if placed else {},
+                reason=None
+                if placed
+                else reasons.get(gang.key, PendingReason(kind="lost", message="not placed")),
+            )
+        )
+    return Plan(gangs=tuple(outcomes), pods=tuple(pods), summary=summary)

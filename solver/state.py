@@ -1,0 +1,289 @@
+"""Mutable cluster state for placers that go pod by pod: free amounts per node, per GPU
+device (milli-GPU) and free RDMA NICs, with device choice that honours joint allocation.
+
+Used by the baselines, by the replay (one pod placed updates one node; nothing is rebuilt)
+and by the CP-SAT cycle to turn counts into device ids. It is not used by the verifier,
+which recomputes everything from the snapshot on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gangplan.models import GPU_MILLI, Gang, Node, PodPlacement, Role, Snapshot
+from gangplan.topology import Topology
+
+__all__ = ["ClusterState", "DeviceChoice", "NodeState", "static_ok"]
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """Devices for one pod: whole GPUs, or one GPU share of ``gpu_milli``; and NICs."""
+
+    gpus: tuple[str, ...] = ()
+    gpu_milli: int | None = None
+    nics: tuple[str, ...] = ()
+
+
+@dataclass
+class NodeState:
+    """Free amounts of one node (base units), per GPU device and per joint group."""
+
+    name: str
+    resources: dict[str, int]
+    gpu_milli: dict[str, int]
+    nics: set[str]
+    gpu_order: tuple[str, ...]
+    nic_order: tuple[str, ...] = ()
+    groups: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    """policy -> group name -> (gpus, nics); filled only for nodes with a declared layout"""
+    group_of: dict[str, dict[str, str]] = field(default_factory=dict)
+    """policy -> device id -> group name"""
+
+    def whole_free(self) -> list[str]:
+        return [d for d in self.gpu_order if self.gpu_milli[d] == GPU_MILLI]
+
+
+def static_ok(snapshot: Snapshot, gang: Gang, role: Role, node: Node, topo: Topology) -> bool:
+    """Everything but capacity: readiness, taints, selectors, affinity, GPU model, a declared
+    layout for joint allocation, and a domain at each required level."""
+    if not node.ready or node.unschedulable or not role.admits(node):
+        return False
+    gpu = role.requests.get(snapshot.gpu, 0)
+    if gpu and gang.gpu_models and node.gpu_model not in gang.gpu_models:
+        return False
+    if gang.joint != "none" and role.requests.get(snapshot.nic, 0) and not node.has_device_topology:
+        return False
+    for tc in (gang.topology, role.topology):
+        if tc is not None and tc.required is not None and tc.required != "node":
+            if topo.domain_of(node.name, tc.required) is None:
+                return False
+    return True
+
+
+class ClusterState:
+    """Free capacity of every node, updated pod by pod (``place`` / ``remove``)."""
+
+    def __init__(self, snapshot: Snapshot, topology: Topology, *, empty: bool = False):
+        """``empty``: start from allocatable, as if no pod ran (for "never fits" reasons)."""
+        self.snapshot = snapshot
+        self.topo = topology
+        self.gpu = snapshot.gpu
+        self.nic = snapshot.nic
+        self.nodes: dict[str, NodeState] = {}
+        for node in snapshot.nodes:
+            free = snapshot.free(node.name)
+            layout = snapshot.layout_of(node)
+            st = NodeState(
+                name=node.name,
+                resources=dict(node.allocatable if empty else free.resources),
+                gpu_milli={d: GPU_MILLI for d in layout.gpu_ids} if empty else dict(free.gpu_milli),
+                nics=set(layout.nic_ids) if empty else set(free.nics),
+                gpu_order=layout.gpu_ids,
+                nic_order=layout.nic_ids,
+            )
+            for policy in ("pcie", "numa"):
+                groups = topology.joint_groups(node.name, policy)
+                if groups:
+                    st.groups[policy] = {g.name: (g.gpus, g.nics) for g in groups}  # type: ignore[assignment]
+                    st.group_of[policy] = {
+                        d: g.name for g in groups for d in (*g.gpus, *g.nics)
+                    }
+            self.nodes[node.name] = st
+        self._static: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    # ------------------------------------------------------------------ filters
+
+    def candidates(self, gang: Gang, role: Role) -> tuple[str, ...]:
+        """Nodes that pass :func:`static_ok` for this role (cached)."""
+        key = (gang.key, role.name)
+        if key not in self._static:
+            self._static[key] = tuple(
+                n.name
+                for n in self.snapshot.nodes
+                if static_ok(self.snapshot, gang, role, n, self.topo)
+            )
+        return self._static[key]
+
+    # ------------------------------------------------------------------ capacity
+
+    def choose_devices(self, gang: Gang, role: Role, node: str) -> DeviceChoice | None:
+        """Devices for one more pod of ``role`` on ``node`` now, or None if it does not fit.
+
+        Whole GPUs come from fully free devices, best fit by joint group; a share goes to
+        the device with the least free milli-GPU that still holds it; with a joint policy and
+        as many NICs as GPUs, each group gives as many NICs as GPUs (Koordinator SamePCIe).
+        """
+        st = self.nodes[node]
+        req = role.requests
+        for res, amount in req.items():
+            if res in (self.gpu, self.nic):
+                continue
+            if amount > st.resources.get(res, 0):
+                return None
+        gpu = req.get(self.gpu, 0)
+        nic = req.get(self.nic, 0) // GPU_MILLI
+        if gpu and gpu < GPU_MILLI:
+            fitting = [d for d in st.gpu_order if st.gpu_milli[d] >= gpu]
+            if not fitting:
+                return None
+            dev = min(fitting, key=lambda d: (st.gpu_milli[d], st.gpu_order.index(d)))
+            nics = self._any_nics(st, nic)
+            if nics is None:
+                return None
+            return DeviceChoice(gpus=(dev,), gpu_milli=gpu, nics=nics)
+        need = gpu // GPU_MILLI
+        if gang.joint != "none" and nic:
+            return self._joint_choice(st, gang.joint, need, nic)
+        free = st.whole_free()
+        if len(free) < need:
+            return None
+        gpus = tuple(self._best_fit_gpus(st, free, need))
+        nics = self._any_nics(st, nic)
+        if nics is None:
+            return None
+        return DeviceChoice(gpus=gpus, nics=nics)
+
+    def _any_nics(self, st: NodeState, k: int) -> tuple[str, ...] | None:
+        if k == 0:
+            return ()
+        if len(st.nics) < k:
+            return None
+        return tuple(n for n in st.nic_order if n in st.nics)[:k]
+
+    @staticmethod
+    def _best_fit_gpus(st: NodeState, free: list[str], need: int) -> list[str]:
+        """Take whole GPUs from the groups with the fewest free first (keep groups whole)."""
+        if need == 0:
+            return []
+        of = st.group_of.get("pcie")
+        if not of:
+            return free[:need]
+        by_group: dict[str, list[str]] = {}
+        for d in free:
+            by_group.setdefault(of.get(d, ""), []).append(d)
+        exact = [g for g, ds in by_group.items() if len(ds) >= need]
+        if exact:
+            g = min(exact, key=lambda g: (len(by_group[g]), g))
+            return by_group[g][:need]
+        out: list[str] = []
+        for _g, ds in sorted(by_group.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            out += ds[: need - len(out)]
+            if len(out) == need:
+                break
+        return out
+
+    def _joint_choice(self, st: NodeState, policy: str, need: int, nic: int) -> DeviceChoice | None:
+        groups = st.groups.get(policy)
+        if not groups:
+            return None
+        avail = {
+            g: ([d for d in gpus if st.gpu_milli[d] == GPU_MILLI], [n for n in nics if n in st.nics])
+            for g, (gpus, nics) in groups.items()
+        }
+        if nic == need:
+            pairs = {g: min(len(a), len(b)) for g, (a, b) in avail.items()}
+            if sum(pairs.values()) < need:
+                return None
+            single = [g for g, p in pairs.items() if p >= need]
+            if single:
+                order = [min(single, key=lambda g: (pairs[g], g))]
+            else:
+                order = sorted(pairs, key=lambda g: (-pairs[g], g))
+            gpus: list[str] = []
+            nics: list[str] = []
+            for g in order:
+                take = min(pairs[g], need - len(gpus))
+                gpus += avail[g][0][:take]
+                nics += avail[g][1][:take]
+                if len(gpus) == need:
+                    break
+            return DeviceChoice(gpus=tuple(gpus), nics=tuple(nics))
+        # fewer (or more) NICs than GPUs: NICs only from groups holding the pod's GPUs
+        order = sorted(avail, key=lambda g: (-len(avail[g][0]), g))
+        gpus, chosen = [], []
+        for g in order:
+            if len(gpus) == need:
+                break
+            take = avail[g][0][: need - len(gpus)]
+            if take:
+                gpus += take
+                chosen.append(g)
+        if len(gpus) < need:
+            return None
+        pool = [n for g in chosen for n in avail[g][1]]
+        if len(pool) < nic:
+            return None
+        return DeviceChoice(gpus=tuple(gpus), nics=tuple(pool[:nic]))
+
+    def pod_capacity(self, gang: Gang, role: Role, node: str, limit: int | None = None) -> int:
+        """How many more pods of ``role`` fit on ``node`` now (by trial, up to ``limit``)."""
+        placed: list[tuple[str, DeviceChoice]] = []
+        cap = limit if limit is not None else role.count
+        while len(placed) < cap:
+            choice = self.choose_devices(gang, role, node)
+            if choice is None:
+                break
+            self._take(node, role, choice)
+            placed.append((node, choice))
+        for n, choice in placed:
+            self._give_back(n, role, choice)
+        return len(placed)
+
+    # ------------------------------------------------------------------ changes
+
+    def _take(self, node: str, role: Role, choice: DeviceChoice) -> None:
+        st = self.nodes[node]
+        for res, amount in role.requests.items():
+            st.resources[res] = st.resources.get(res, 0) - amount
+        for d in choice.gpus:
+            st.gpu_milli[d] -= choice.gpu_milli if choice.gpu_milli is not None else GPU_MILLI
+        for n in choice.nics:
+            st.nics.discard(n)
+
+    def _give_back(self, node: str, role: Role, choice: DeviceChoice) -> None:
+        st = self.nodes[node]
+        for res, amount in role.requests.items():
+            st.resources[res] = st.resources.get(res, 0) + amount
+        for d in choice.gpus:
+            st.gpu_milli[d] += choice.gpu_milli if choice.gpu_milli is not None else GPU_MILLI
+        for n in choice.nics:
+            st.nics.add(n)
+
+    def place(
+        self, gang: Gang, role: Role, node: str, pod: str, choice: DeviceChoice | None = None
+    ) -> PodPlacement | None:
+        """Place one pod (choosing devices unless given); None if it does not fit."""
+        if choice is None:
+            choice = self.choose_devices(gang, role, node)
+            if choice is None:
+                return None
+        self._take(node, role, choice)
+        return PodPlacement(
+            pod=pod,
+            gang=gang.name,
+            namespace=gang.namespace,
+            role=role.name,
+            node=node,
+            gpus=choice.gpus,
+            gpu_milli=choice.gpu_milli,
+            nics=choice.nics,
+        )
+
+    def remove(self, placement: PodPlacement, role: Role) -> None:
+        """Undo :meth:`place` (gang rollback)."""
+        self._give_back(
+            placement.node,
+            role,
+            DeviceChoice(placement.gpus, placement.gpu_milli, placement.nics),
+        )
+
+    def gpu_used_fraction(self, node: str) -> float:
+        """Share of the node's GPU milli taken (running + placed); 0 for GPU-less nodes."""
+        st = self.nodes[node]
+        total = GPU_MILLI * len(st.gpu_order)
+        return 0.0 if total == 0 else 1 - sum(st.gpu_milli.values()) / total
+
+    def nodes_named(self, names: Iterable[str]) -> list[NodeState]:
+        return [self.nodes[n] for n in names]
