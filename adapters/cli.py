@@ -82,6 +82,72 @@ def schema(output: Path | None) -> None:
 
 
 @main.command()
+@click.argument("instance", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option("--time-limit", "time_limit", type=click.FloatRange(min=0.01), default=10.0,
+              show_default=True, help="CP-SAT budget in seconds (all tiers)")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="CP-SAT search workers")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--deterministic", is_flag=True,
+              help="one worker, fixed seed, deterministic time limit (repeatable runs)")
+@click.option("--placer", type=click.Choice(["cpsat", "greedy", "topology-fit", "fgd"]),
+              default="cpsat", show_default=True)
+@click.option("--previous", type=click.Path(dir_okay=False, path_type=Path),
+              help="the previous cycle's plan (stability)")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="write the plan here (YAML, or JSON by suffix); passes `gangplan verify`")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "bindings"]),
+              default="table", show_default=True, help="what to print")
+@user_errors
+def solve(
+    instance: Path | None,
+    time_limit: float,
+    workers: int,
+    seed: int,
+    deterministic: bool,
+    placer: str,
+    previous: Path | None,
+    output: Path | None,
+    fmt: str,
+) -> None:
+    """Plan one scheduling cycle for INSTANCE (default: the embedded default instance)."""
+    from gangplan.adapters.files import dump_data, plan_data, write_plan
+    from gangplan.adapters.render import render_plan
+    from gangplan.solver.cycle import run_baseline, solve_cycle
+    from gangplan.solver.result import SolverConfig
+
+    snapshot, warnings = load_snapshot(instance)
+    echo_warnings(warnings)
+    prev = load_plan(previous) if previous is not None else None
+    if placer == "cpsat":
+        cfg = SolverConfig(
+            time_limit_s=time_limit, num_workers=workers, seed=seed, deterministic=deterministic
+        )
+        result = solve_cycle(snapshot, prev, cfg)
+    else:
+        try:
+            result = run_baseline(snapshot, placer, prev)
+        except KeyError:
+            raise click.UsageError(f"placer {placer!r} is not available in this build") from None
+    if output is not None:
+        write_plan(result.plan, output)
+    if fmt == "table":
+        render_plan(
+            snapshot,
+            result.plan,
+            Console(highlight=False, width=None if sys.stdout.isatty() else 200),
+        )
+        if output is not None:
+            click.echo(f"plan written to {output}")
+    elif fmt == "bindings":
+        from gangplan.adapters.bindings import bindings_document
+
+        click.echo(dump_data(bindings_document(snapshot, result.plan), "yaml"), nl=False)
+    else:
+        click.echo(dump_data(plan_data(result.plan), fmt), nl=False)
+
+
+@main.command()
 @click.argument("instance", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("plan", type=click.Path(dir_okay=False, path_type=Path))
 @user_errors

@@ -287,6 +287,25 @@ def _lost(
         gangs[f"{p.namespace}/{p.gang}"].role(p.role).requests.get(s.gpu, 0) for p in placed
     )
     what = _describe_gang(s, gang, gang.min_size)
+    queue = s.queue_by_name[gang.queue]
+    if queue.max:
+        use: Counter[str] = Counter()
+        for pod in s.running:
+            if pod.queue == queue.name:
+                use.update(pod.requests)
+        for p in placed:
+            g = gangs[f"{p.namespace}/{p.gang}"]
+            if g.queue == queue.name:
+                use.update(g.role(p.role).requests)
+        demand = _min_demand(gang)
+        for res, cap in sorted(queue.max.items()):
+            if use.get(res, 0) + demand.get(res, 0) > cap:
+                return PendingReason(
+                    kind="lost",
+                    message=f"lost: needs {what}; queue {queue.name} would exceed its max of "
+                    f"{format_quantity(res, cap)} {res}: gangs placed this cycle bring its use "
+                    f"to {format_quantity(res, use.get(res, 0))}",
+                )
     if higher:
         names = ", ".join(gangs[k].name for k in higher[:3]) + (" ..." if len(higher) > 3 else "")
         return PendingReason(

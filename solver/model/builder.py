@@ -27,7 +27,7 @@ from gangplan.models import GPU_MILLI, Plan, PodPlacement, TierReport
 from gangplan.solver.baselines import BaselineContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
-from gangplan.solver.model.objective import ObjectiveTerm, build_terms
+from gangplan.solver.model.objective import build_terms
 from gangplan.solver.model.variables import Variables
 from gangplan.solver.result import CycleStatus, SolverConfig
 from gangplan.solver.state import ClusterState
@@ -229,7 +229,7 @@ def solve_model(
         bound = int(round(solver.BestObjectiveBound()))
         optimal = st == cp_model.OPTIMAL
         all_optimal &= optimal
-        gap = abs(bound - value) / max(1, abs(bound + term.const))
+        gap = abs(bound - value) / max(1, abs(value + term.const), abs(bound + term.const))
         reports.append(
             TierReport(
                 name=term.name,
@@ -428,5 +428,3 @@ def disaggregate(ix: Index, sol: Solution, previous: Plan | None) -> list[PodPla
             )
     return pods
 
-
-_ = ObjectiveTerm
