@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from gangplan.adapters.files import InputError
 from gangplan.models import GPU_MILLI, Problem, Snapshot, format_quantity, load_instance
 from gangplan.models.quantity import CPU, MEMORY
@@ -36,6 +37,7 @@ __all__ = [
     "PerGpu",
     "PodShape",
     "instance_text",
+    "node_shapes",
     "parse_duration",
     "parse_window",
     "per_gpu_requests",
@@ -249,27 +251,30 @@ PER_GPU_FRACTION = Fraction(3, 4)
 """Share of the smallest GPU node's per-GPU CPU and memory that a pod asks per GPU."""
 
 
-def per_gpu_requests(snapshot: Snapshot) -> PerGpu:
+def per_gpu_requests(nodes: Iterable[tuple[int, int, int]]) -> PerGpu:
     """The CPU and memory a pod asks per GPU, for traces that give none (Philly, ITP, and
     the generator).
 
-    Rule: 3/4 of the smallest per-GPU CPU and memory over the snapshot's GPU nodes
-    (allocatable / GPU count), rounded down to whole cores and whole GiB (at least 1 of
-    each). So a pod of g GPUs fits, on CPU and memory, every GPU node with g free GPUs,
-    and a quarter of each node stays for pods without GPUs; GPUs, not CPU, are what gangs
-    compete for, as in the traces. Example: a node of 128 cores, 1 TiB and 8 GPUs gives
-    12 cores and 96 GiB per GPU.
+    Args:
+        nodes: ``(cpu_milli, memory_bytes, gpus)`` of each node (or node type);
+            nodes without GPUs are skipped (see :func:`node_shapes`).
+
+    Rule: 3/4 of the smallest per-GPU CPU and memory over the GPU nodes (allocatable / GPU
+    count), rounded down to whole cores and whole GiB (at least 1 of each). So a pod of g
+    GPUs fits, on CPU and memory, every GPU node with g free GPUs, and a quarter of each
+    node stays for pods without GPUs; GPUs, not CPU, are what gangs compete for, as in the
+    traces. Example: a node of 128 cores, 1 TiB and 8 GPUs gives 12 cores and 96 GiB per
+    GPU.
 
     Raises:
-        ValueError: the snapshot has no GPU node.
+        ValueError: no node has a GPU.
     """
-    gpu, cpu_min, mem_min = snapshot.gpu, None, None
-    for node in snapshot.nodes:
-        gpus = node.allocatable.get(gpu, 0) // GPU_MILLI
+    cpu_min: Fraction | None = None
+    mem_min: Fraction | None = None
+    for cpu_milli, memory, gpus in nodes:
         if gpus < 1:
             continue
-        cpu = Fraction(node.allocatable.get(CPU, 0), gpus)
-        mem = Fraction(node.allocatable.get(MEMORY, 0), gpus)
+        cpu, mem = Fraction(cpu_milli, gpus), Fraction(memory, gpus)
         cpu_min = cpu if cpu_min is None else min(cpu_min, cpu)
         mem_min = mem if mem_min is None else min(mem_min, mem)
     if cpu_min is None or mem_min is None:
@@ -277,6 +282,18 @@ def per_gpu_requests(snapshot: Snapshot) -> PerGpu:
     cores = max(1, math.floor(cpu_min * PER_GPU_FRACTION / 1000))
     gib = max(1, math.floor(mem_min * PER_GPU_FRACTION / GIB))
     return PerGpu(cpu_milli=cores * 1000, memory=gib * GIB)
+
+
+def node_shapes(snapshot: Snapshot) -> list[tuple[int, int, int]]:
+    """``(cpu_milli, memory_bytes, whole GPUs)`` of each node, for :func:`per_gpu_requests`."""
+    return [
+        (
+            n.allocatable.get(CPU, 0),
+            n.allocatable.get(MEMORY, 0),
+            n.allocatable.get(snapshot.gpu, 0) // GPU_MILLI,
+        )
+        for n in snapshot.nodes
+    ]
 
 
 def pod_requests(
