@@ -60,16 +60,31 @@ def verify(snapshot: Snapshot, plan: Plan, *, topology: Topology | None = None) 
 
 
 def check_references(ctx: _Ctx) -> Iterator[Violation]:
-    """Pods name existing gangs, roles and nodes; pod names are unique and within counts;
+    """Pods name existing gangs, roles and nodes; each pod is one of its role's pods (the
+    role's ``pod_names``, else ``{gang}-{role}-{i}`` for i below its count), placed once;
     each outcome agrees with its pods; every gang has exactly one outcome."""
     s, plan = ctx.snapshot, ctx.plan
     gangs = s.gang_by_key
+    pod_names: dict[tuple[str, str], dict[str, None]] = {}  # ordered sets, per role
     for p in plan.pods:
         gang = gangs.get(f"{p.namespace}/{p.gang}")
         if gang is None:
             yield Violation("references", f"pod {p.pod!r} names unknown gang {p.namespace}/{p.gang}")
         elif all(r.name != p.role for r in gang.roles):
             yield Violation("references", f"pod {p.pod!r} names unknown role {p.role!r} of {gang.key}")
+        else:
+            role = gang.role(p.role)
+            names = pod_names.get((gang.key, role.name))
+            if names is None:
+                names = {role.pod_name(gang.name, i): None for i in range(role.count)}
+                pod_names[(gang.key, role.name)] = names
+            if p.pod not in names:
+                first = [repr(n) for n in list(names)[:8]]
+                shown = ", ".join(first) + (", ..." if len(names) > 8 else "")
+                yield Violation(
+                    "references",
+                    f"pod {p.pod!r} is not a pod of {gang.key} role {role.name!r} (its pods: {shown})",
+                )
         if p.node not in s.node_by_name:
             yield Violation("references", f"pod {p.pod!r} is placed on unknown node {p.node!r}")
     for (ns, name), n in Counter((p.namespace, p.pod) for p in plan.pods).items():
