@@ -313,19 +313,24 @@ def pod_requests(
 
 # --------------------------------------------------------------------------- windows
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
-_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_NUMBER = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+_PARTS = re.compile(r"(?:(?:\d+(?:\.\d*)?|\.\d+)[dhms])+")
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([dhms])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: str) -> float:
-    """``"90"`` -> 90 s; ``"15m"``, ``"2.5h"``, ``"3d"`` (s, m, h, d). Raises ValueError."""
-    m = _DURATION.match(text)
-    if m is None:
-        raise ValueError(
-            f"{text!r} is not a time (accepted: seconds, or a number with s, m, h or d, "
-            "e.g. 3600, 90m, 2.5h, 10d)"
-        )
-    return float(m[1]) * _UNIT[m[2]]
+    """A time in seconds: ``"90"`` -> 90; ``"15m"``, ``"2.5h"``, ``"3d"``, ``"10d8h"``,
+    ``"1h30m"`` (units d, h, m, s, summed). Raises ValueError."""
+    t = text.strip()
+    if _NUMBER.fullmatch(t):
+        return float(t)
+    if _PARTS.fullmatch(t):
+        return sum(float(n) * _UNIT[u] for n, u in _PART.findall(t))
+    raise ValueError(
+        f"{text!r} is not a time (accepted: seconds, or numbers with units d, h, m, s, "
+        "e.g. 3600, 90m, 2.5h, 10d8h)"
+    )
 
 
 def parse_window(text: str) -> tuple[float, float]:
