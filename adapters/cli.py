@@ -169,5 +169,14 @@ def verify(instance: Path, plan: Path) -> None:
     click.echo("plan is valid")
 
 
+# Command groups defined in their own modules, imported last (they import nothing from here).
+# Importing cli_traces also registers `convert alibaba-gpu` and `convert jobs-trace`.
+from gangplan.adapters.cli_convert import convert  # noqa: E402
+from gangplan.adapters.cli_traces import generate  # noqa: E402
+
+main.add_command(convert)
+main.add_command(generate)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
