@@ -95,6 +95,15 @@ class QueueOrder:
                 return False
         return True
 
+    def headroom_ok_counts(self, gang: Gang, counts: dict[str, int]) -> bool:
+        """Would these pods per role, together, keep the queue within its max?"""
+        q = self.ctx.snapshot.queue_by_name[gang.queue]
+        for r, cap in q.max.items():
+            add = sum(n * gang.role(role).requests.get(r, 0) for role, n in counts.items())
+            if self.usage[gang.queue][r] + add > cap:
+                return False
+        return True
+
     def charge(self, gang: Gang, role: Role, sign: int = 1) -> None:
         for r, v in role.requests.items():
             self.usage[gang.queue][r] += sign * v
@@ -322,7 +331,7 @@ def _topology_fit_gang(
                 extra -= add
         if size_target == "min" and not gang.elastic:
             break
-        if any(not order.headroom_ok(gang, r, counts[r.name]) for r in gang.roles):
+        if not order.headroom_ok_counts(gang, counts):
             return None
         caps = {
             r.name: _capacity(state, gang, r, list(state.candidates(gang, r)), counts[r.name])

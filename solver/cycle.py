@@ -104,7 +104,12 @@ def solve_cycle(
     notes: list[str] = []
 
     baseline_scores: dict[str, Score] = {}
-    best: tuple[Score, str, list[PodPlacement]] | None = None
+    empty = assemble_plan(snapshot, [], {})
+    best: tuple[Score, str, list[PodPlacement]] = (
+        score(snapshot, empty, previous, topology=topo, shares=ctx.shares),
+        "empty plan",
+        [],
+    )
     for name, placer in BASELINES.items():
         pods = placer(ctx)
         plan = assemble_plan(snapshot, pods, {})
@@ -113,9 +118,8 @@ def solve_cycle(
         if verify(snapshot, plan, topology=topo):
             notes.append(f"baseline {name} produced an invalid plan; not used as incumbent")
             continue
-        if best is None or best[0] < sc:
+        if best[0] < sc:
             best = (sc, name, pods)
-    assert best is not None, "no valid baseline plan (the empty plan is always valid)"
     incumbent_score, incumbent_name, incumbent_pods = best
 
     budget = max(0.05, cfg.time_limit_s * (1 - cfg.reason_share))
