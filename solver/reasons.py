@@ -138,10 +138,11 @@ def _fit_alone(ctx: BaselineContext, cap: _Capacity, gang: Gang, where: str) -> 
     what = _describe_gang(s, gang, need)
     if level is not None:
         unit = "node" if level == NODE_LEVEL else level
+        even = " even with no pods running" if where == "empty" else ""
         return _Fit(
             False,
-            f"needs {what} inside one {unit}; the best {where} {unit} ({best_name}) holds "
-            f"{max(best_total, 0)} of them",
+            f"needs {what} inside one {unit}; the largest free {unit} ({best_name}) holds "
+            f"{max(best_total, 0)} of them{even}",
         )
     # not a topology limit: capacity or per-node fragmentation
     gpu_pod = max((r.requests.get(s.gpu, 0) for r in gang.roles), default=0)
