@@ -414,7 +414,8 @@ class RunningPod(_Frozen):
     """A pod already bound to ``node``; fixed in this release (never moved or evicted).
 
     ``devices``: the GPU and NIC ids it holds (device-plugin ids). When it requests GPUs
-    but names none, the snapshot gives it the lowest-listed free GPUs of its node.
+    (or NICs) but names none, the snapshot gives it the lowest-listed free GPUs (NICs) of
+    its node.
     ``queue`` None: it counts toward no queue (and is not shared between queues).
     """
 
@@ -855,14 +856,29 @@ def _derive(s: Snapshot) -> _Derived:
                     f"node {node.name!r}: running pods hold {format_quantity(res, amount)} "
                     f"{res} but the node reports {format_quantity(res, have)}; free clamped at 0"
                 )
-        # devices: named ones first, then the lowest-listed free ones for pods naming none
-        for pod in sorted(pods, key=lambda p: (not p.devices, p.name)):
-            want = pod.requests.get(s.gpu, 0)
-            running_gpu += want
-            named = [d for d in pod.devices if d in gpu_milli]
+        # NICs: every named one first, then the lowest-listed free ones for pods that ask
+        # more than they name (as for GPUs below)
+        nic_ids = set(layout.nic_ids)
+        for pod in pods:
             for d in pod.devices:
                 if d in nics_free:
                     nics_free.remove(d)
+        for pod in sorted(pods, key=lambda p: p.name):
+            want_nics = pod.requests.get(s.nic, 0) // GPU_MILLI
+            named_nics = sum(1 for d in pod.devices if d in nic_ids)
+            if want_nics > named_nics:
+                given = nics_free[: want_nics - named_nics]
+                del nics_free[: len(given)]
+                if named_nics + len(given) < want_nics:
+                    out.warnings.append(
+                        f"node {node.name!r}: running pod {pod.name!r} holds {want_nics} NICs but "
+                        f"only {named_nics + len(given)} NIC devices are left for it"
+                    )
+        # GPUs: pods naming theirs first, then the lowest-listed free ones for pods naming none
+        for pod in sorted(pods, key=lambda p: (not any(d in gpu_milli for d in p.devices), p.name)):
+            want = pod.requests.get(s.gpu, 0)
+            running_gpu += want
+            named = [d for d in pod.devices if d in gpu_milli]
             if want <= 0:
                 continue
             if want < GPU_MILLI:
