@@ -171,6 +171,7 @@ def verify(instance: Path, plan: Path) -> None:
 
 # Command groups defined in their own modules, imported last (they import nothing from here).
 # Importing cli_traces also registers `convert alibaba-gpu` and `convert jobs-trace`.
+import gangplan.adapters.cli_kube  # noqa: E402, F401  (registers `convert k8s`)
 from gangplan.adapters.cli_convert import convert  # noqa: E402
 from gangplan.adapters.cli_traces import generate  # noqa: E402
 

@@ -1,0 +1,329 @@
+"""Kubernetes bindings out: a plan becomes, pod by pod, a device annotation and a Binding.
+
+For each placed pod, in the plan's order:
+
+1. if it got GPUs or RDMA NICs, an **annotation patch** — a JSON merge patch for
+   ``PATCH /api/v1/namespaces/{ns}/pods/{name}`` (``Content-Type:
+   application/merge-patch+json``; ``kubectl patch pod NAME --type merge -p``)::
+
+       {"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "w-0", "namespace": "ml",
+                     "annotations": {"scheduling.koordinator.sh/device-allocated": "<JSON>"}}}
+
+   The annotation value is Koordinator's ``DeviceAllocations`` (koordinator
+   ``apis/extension/device_share.go``: the key the koord-scheduler writes at PreBind and
+   koordlet reads to hand the devices to the containers), a map from device type to
+   allocations::
+
+       {"gpu":  [{"minor": 0, "id": "GPU-…",
+                  "resources": {"koordinator.sh/gpu-core": "100",
+                                "koordinator.sh/gpu-memory-ratio": "100"}}],
+        "rdma": [{"minor": 1, "id": "mlx5_1", "resources": {"koordinator.sh/rdma": "100"}}]}
+
+   ``id`` is the device id the node's device plugin or Device object uses (gangplan's
+   layout id); ``minor`` the device's minor number (the Device object's, else the
+   device's position among the node's GPUs, or NICs, in layout order); a whole GPU is 100
+   percent of ``gpu-core`` and ``gpu-memory-ratio``, a GPU share of ``m`` milli-GPU is
+   ``m / 10`` percent; a NIC is 100 percent of ``koordinator.sh/rdma``. The key can be
+   changed (``annotation_key``) for a device plugin that reads another one;
+
+2. its core v1 **Binding**, the body of ``POST /api/v1/namespaces/{ns}/pods/{name}/binding``::
+
+       {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "w-0", "namespace": "ml"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-3"}}
+
+The annotation comes first so that the node agent sees the devices when the pod lands.
+
+Pods of gangs read from workload templates (their controller has not created them yet;
+``metadata.kubernetes.predicted_gangs`` of a converted snapshot) keep the names the
+controller will give them; ``existing_only=True`` leaves them out.
+
+A :class:`Binder` carries the requests to a cluster: :class:`InMemoryBinder` records them
+(tests, ``replan``); :class:`KubeBinder` uses the official client's ``patch_namespaced_pod``
+and ``create_namespaced_pod_binding``. Both are idempotent: binding a pod again to the
+node it is bound to succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import yaml
+
+from gangplan.models import GPU_MILLI, Plan, PodPlacement, Snapshot
+
+__all__ = [
+    "DEVICE_ANNOTATION",
+    "BindOutcome",
+    "BindRequest",
+    "Binder",
+    "InMemoryBinder",
+    "KubeBinder",
+    "bind_requests",
+    "bindings_document",
+    "device_allocation",
+    "dump_bindings",
+]
+
+DEVICE_ANNOTATION = "scheduling.koordinator.sh/device-allocated"
+"""Default annotation key for device ids (Koordinator's ``AnnotationDeviceAllocated``)."""
+
+GPU_CORE = "koordinator.sh/gpu-core"
+GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio"
+RDMA = "koordinator.sh/rdma"
+
+
+@dataclass(frozen=True)
+class BindRequest:
+    """One pod to bind: where, the annotations to write first (empty: none), and whether the
+    pod already exists (``predicted``: its controller has not created it yet)."""
+
+    pod: str
+    namespace: str
+    node: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    predicted: bool = False
+
+    def patch_body(self) -> dict[str, Any] | None:
+        """The merge patch writing the annotations, or None when there are none."""
+        if not self.annotations:
+            return None
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": self.pod,
+                "namespace": self.namespace,
+                "annotations": dict(self.annotations),
+            },
+        }
+
+    def binding_body(self) -> dict[str, Any]:
+        """The core v1 Binding (body of ``POST .../pods/{name}/binding``)."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": self.pod, "namespace": self.namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node},
+        }
+
+
+def _minor(snapshot: Snapshot, node: str, dev: str, ids: tuple[str, ...]) -> int:
+    meta = snapshot.metadata.get("kubernetes") if isinstance(snapshot.metadata, dict) else None
+    minors = (meta or {}).get("device_minors", {}).get(node, {}) if isinstance(meta, dict) else {}
+    if dev in minors:
+        return int(minors[dev])
+    return ids.index(dev) if dev in ids else -1
+
+
+def device_allocation(
+    snapshot: Snapshot, placement: PodPlacement
+) -> dict[str, list[dict[str, Any]]] | None:
+    """Koordinator's ``DeviceAllocations`` for one placed pod (see the module docstring), or
+    None when it got no GPU or NIC."""
+    if not placement.gpus and not placement.nics:
+        return None
+    node = snapshot.node_by_name.get(placement.node)
+    layout = snapshot.layout_of(node) if node is not None else None
+    gpu_ids = layout.gpu_ids if layout else ()
+    nic_ids = layout.nic_ids if layout else ()
+    out: dict[str, list[dict[str, Any]]] = {}
+    if placement.gpus:
+        milli = placement.gpu_milli if placement.gpu_milli is not None else GPU_MILLI
+        percent = str(milli * 100 // GPU_MILLI)
+        out["gpu"] = [
+            {
+                "minor": _minor(snapshot, placement.node, g, gpu_ids),
+                "id": g,
+                "resources": {GPU_CORE: percent, GPU_MEMORY_RATIO: percent},
+            }
+            for g in placement.gpus
+        ]
+    if placement.nics:
+        out["rdma"] = [
+            {
+                "minor": _minor(snapshot, placement.node, n, nic_ids),
+                "id": n,
+                "resources": {RDMA: "100"},
+            }
+            for n in placement.nics
+        ]
+    return out
+
+
+def bind_requests(
+    snapshot: Snapshot, plan: Plan, *, annotation_key: str = DEVICE_ANNOTATION
+) -> list[BindRequest]:
+    """One :class:`BindRequest` per placed pod of ``plan``, in the plan's order."""
+    meta = snapshot.metadata.get("kubernetes") if isinstance(snapshot.metadata, dict) else None
+    predicted = set((meta or {}).get("predicted_gangs", [])) if isinstance(meta, dict) else set()
+    out = []
+    for p in plan.pods:
+        alloc = device_allocation(snapshot, p)
+        annotations = {annotation_key: json.dumps(alloc, separators=(",", ":"))} if alloc else {}
+        out.append(
+            BindRequest(
+                pod=p.pod,
+                namespace=p.namespace,
+                node=p.node,
+                annotations=annotations,
+                predicted=f"{p.namespace}/{p.gang}" in predicted,
+            )
+        )
+    return out
+
+
+def bindings_document(
+    snapshot: Snapshot,
+    plan: Plan,
+    *,
+    existing_only: bool = False,
+    annotation_key: str = DEVICE_ANNOTATION,
+) -> list[dict[str, Any]]:
+    """The bindings of ``plan`` as a list of Kubernetes bodies: per placed pod, its
+    annotation patch (only if it got devices), then its Binding (module docstring).
+
+    ``existing_only``: leave out pods that do not exist yet (predicted from templates).
+    """
+    out: list[dict[str, Any]] = []
+    for req in bind_requests(snapshot, plan, annotation_key=annotation_key):
+        if existing_only and req.predicted:
+            continue
+        patch = req.patch_body()
+        if patch is not None:
+            out.append(patch)
+        out.append(req.binding_body())
+    return out
+
+
+def dump_bindings(items: Iterable[dict[str, Any]]) -> str:
+    """A multi-document YAML stream of ``items`` (``---`` between them)."""
+    return yaml.safe_dump_all(list(items), sort_keys=False, explicit_start=True)
+
+
+# --------------------------------------------------------------------------- binders
+
+
+@dataclass(frozen=True)
+class BindOutcome:
+    """What became of one request: ``ok``, and a message when not (or when already bound)."""
+
+    pod: str
+    namespace: str
+    node: str
+    ok: bool
+    message: str = ""
+
+
+class Binder(Protocol):
+    """Carries one :class:`BindRequest` to a cluster: annotations first, then the Binding.
+    Must be idempotent (binding a pod again to the same node succeeds)."""
+
+    def bind(self, request: BindRequest) -> BindOutcome: ...
+
+
+class InMemoryBinder:
+    """Records what it is asked (``patches``, ``bindings``) and keeps each pod's node.
+
+    A pod bound to another node already is refused, as the API server refuses it (409).
+    """
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+        self.bindings: list[dict[str, Any]] = []
+        self.bound: dict[tuple[str, str], str] = {}
+
+    def bind(self, request: BindRequest) -> BindOutcome:
+        key = (request.namespace, request.pod)
+        have = self.bound.get(key)
+        if have is not None:
+            if have == request.node:
+                return BindOutcome(
+                    request.pod, request.namespace, request.node, True, "already bound there"
+                )
+            return BindOutcome(
+                request.pod,
+                request.namespace,
+                request.node,
+                False,
+                f"pod {request.namespace}/{request.pod} is already bound to {have}",
+            )
+        patch = request.patch_body()
+        if patch is not None:
+            self.patches.append(patch)
+        self.bindings.append(request.binding_body())
+        self.bound[key] = request.node
+        return BindOutcome(request.pod, request.namespace, request.node, True)
+
+
+class KubeBinder:
+    """Binds through the Kubernetes API with the official client.
+
+    ``api``: a ``kubernetes.client.CoreV1Api`` (default: one from the local kubeconfig, or
+    the in-cluster service account). Not exercised against a live API server in this
+    repository's tests (none runs here); its calls are checked with a stand-in API.
+    """
+
+    def __init__(self, api: Any = None, *, dry_run: bool = False, field_manager: str = "gangplan"):
+        if api is None:  # pragma: no cover - needs a cluster
+            from kubernetes import client, config
+
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            api = client.CoreV1Api()
+        self.api = api
+        self.dry_run = "All" if dry_run else None
+        self.field_manager = field_manager
+
+    def bind(self, request: BindRequest) -> BindOutcome:
+        from kubernetes.client import V1Binding, V1ObjectMeta, V1ObjectReference
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            patch = request.patch_body()
+            if patch is not None:
+                self.api.patch_namespaced_pod(
+                    request.pod,
+                    request.namespace,
+                    {"metadata": {"annotations": patch["metadata"]["annotations"]}},
+                    dry_run=self.dry_run,
+                    field_manager=self.field_manager,
+                )
+            body = V1Binding(
+                api_version="v1",
+                kind="Binding",
+                metadata=V1ObjectMeta(name=request.pod, namespace=request.namespace),
+                target=V1ObjectReference(api_version="v1", kind="Node", name=request.node),
+            )
+            self.api.create_namespaced_pod_binding(
+                request.pod,
+                request.namespace,
+                body,
+                dry_run=self.dry_run,
+                field_manager=self.field_manager,
+                _preload_content=False,
+            )
+        except ApiException as err:
+            if err.status == 409:
+                try:
+                    current = self.api.read_namespaced_pod(request.pod, request.namespace)
+                    node = current.spec.node_name if current.spec else None
+                except ApiException:
+                    node = None
+                if node == request.node:
+                    return BindOutcome(
+                        request.pod, request.namespace, request.node, True, "already bound there"
+                    )
+            return BindOutcome(
+                request.pod,
+                request.namespace,
+                request.node,
+                False,
+                f"{err.status} {err.reason}".strip(),
+            )
+        return BindOutcome(request.pod, request.namespace, request.node, True)
