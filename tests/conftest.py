@@ -1,0 +1,182 @@
+"""Tiny, named fixtures shared by the tests: instance data, small clusters, plans.
+
+Clusters are written as instance-file data and loaded through ``load_instance`` so every
+test also goes through the file format. Each fixture is a factory: a test passes the
+queues, gangs and running pods it is about, and gets a snapshot of a cluster it can reason
+about by hand.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from gangplan.models import (
+    GPU_MILLI,
+    GangOutcome,
+    PendingReason,
+    Plan,
+    PodPlacement,
+    Snapshot,
+    load_instance,
+)
+
+API = {"apiVersion": "gangplan.io/v1alpha1", "kind": "Instance"}
+GPU = "nvidia.com/gpu"
+
+Placement = tuple[str, str] | tuple[str, str, Mapping[str, Any]]
+"""(role, node) or (role, node, {"gpus": [...], "nics": [...], "gpu_milli": m})"""
+
+
+def gang(name: str, queue: str = "qa", count: int = 1, gpus: float | str = 1, **extra: Any) -> dict:
+    """A one-role gang (role ``w``) of ``count`` pods with ``gpus`` GPUs each."""
+    requests = {GPU: gpus} if gpus else {}
+    role = {"name": "w", "count": count, "requests": requests}
+    role.update(extra.pop("role", {}))
+    return {"name": name, "queue": queue, "roles": [role], **extra}
+
+
+def gpu_node(
+    name: str, gpus: int = 4, labels: Mapping[str, str] | None = None, **extra: Any
+) -> dict:
+    return {"name": name, "labels": dict(labels or {}), "allocatable": {GPU: gpus}, **extra}
+
+
+@pytest.fixture
+def snapshot_of() -> Callable[..., Snapshot]:
+    """Load instance parts (no apiVersion/kind needed); fails the test on warnings unless
+    ``warnings_ok``."""
+
+    def make(warnings_ok: bool = False, **parts: Any) -> Snapshot:
+        snap, warnings = load_instance({**API, **parts})
+        if not warnings_ok:
+            assert warnings == []
+        return snap
+
+    return make
+
+
+@pytest.fixture
+def two_nodes(snapshot_of: Callable[..., Snapshot]) -> Callable[..., Snapshot]:
+    """Two nodes ``n1``, ``n2`` of 4 GPUs each (8 GPUs, no other resource), no levels.
+
+    One GPU is 1/8 of the cluster: 125,000 ppm of dominant share.
+    """
+
+    def make(
+        queues: Sequence[dict], gangs: Sequence[dict], running: Sequence[dict] = ()
+    ) -> Snapshot:
+        return snapshot_of(
+            nodes=[gpu_node("n1"), gpu_node("n2")],
+            queues=list(queues),
+            gangs=list(gangs),
+            running=list(running),
+        )
+
+    return make
+
+
+FAT_TREE_NODES = {
+    # node: (spine, leaf). Leaf names repeat under each spine: a leaf is named by its path.
+    "n1": ("s1", "l1"),
+    "n2": ("s1", "l1"),
+    "n3": ("s1", "l2"),
+    "n4": ("s1", "l2"),
+    "n5": ("s2", "l1"),
+    "n6": ("s2", "l1"),
+    "n7": ("s2", "l2"),
+    "n8": ("s2", "l2"),
+}
+
+
+@pytest.fixture
+def fat_tree(snapshot_of: Callable[..., Snapshot]) -> Callable[..., Snapshot]:
+    """2 spines x 2 leaves x 2 nodes of 4 GPUs (32 GPUs, no other resource), levels
+    spine > leaf by the labels ``sp`` and ``lf``; see ``FAT_TREE_NODES``.
+
+    One GPU is 1/32 of the cluster: 31,250 ppm of dominant share.
+    """
+
+    def make(
+        queues: Sequence[dict], gangs: Sequence[dict], running: Sequence[dict] = ()
+    ) -> Snapshot:
+        return snapshot_of(
+            levels=[{"name": "spine", "node_label": "sp"}, {"name": "leaf", "node_label": "lf"}],
+            nodes=[
+                gpu_node(n, labels={"sp": s, "lf": lf}) for n, (s, lf) in FAT_TREE_NODES.items()
+            ],
+            queues=list(queues),
+            gangs=list(gangs),
+            running=list(running),
+        )
+
+    return make
+
+
+def build_plan(snapshot: Snapshot, placed: Mapping[str, Sequence[Placement]]) -> Plan:
+    """A plan with an outcome for every gang of ``snapshot`` (namespace ``default``).
+
+    ``placed`` maps a gang name to its pods as (role, node[, devices]); the i-th pod of a
+    role gets the role's i-th pod name. Without explicit devices a pod gets the lowest-listed
+    GPUs of its node that running pods and earlier pods of this plan leave whole (a share
+    takes the first GPU with room), and no NICs. Gangs not in ``placed`` are pending.
+    """
+    taken: dict[str, dict[str, int]] = {}
+    pods: list[PodPlacement] = []
+    outcomes: list[GangOutcome] = []
+    for g in snapshot.gangs:
+        per_role: dict[str, int] = defaultdict(int)
+        for item in placed.get(g.name, ()):
+            role_name, node = item[0], item[1]
+            role = g.role(role_name)
+            index = per_role[role_name]
+            per_role[role_name] += 1
+            free = taken.setdefault(node, dict(snapshot.free(node).gpu_milli))
+            want = role.requests.get(snapshot.gpu, 0)
+            devices: dict[str, Any] = dict(item[2]) if len(item) == 3 else {}  # type: ignore[misc]
+            if not devices and want >= GPU_MILLI:
+                whole = [d for d, m in free.items() if m == GPU_MILLI][: want // GPU_MILLI]
+                devices = {"gpus": whole}
+            elif not devices and want:
+                dev = next(d for d, m in free.items() if m >= want)
+                devices = {"gpus": [dev], "gpu_milli": want}
+            for d in devices.get("gpus", ()):
+                if d in free:
+                    free[d] -= want if want < GPU_MILLI else GPU_MILLI
+            pods.append(
+                PodPlacement(
+                    pod=role.pod_name(g.name, index),
+                    gang=g.name,
+                    namespace=g.namespace,
+                    role=role_name,
+                    node=node,
+                    **devices,
+                )
+            )
+        n = sum(per_role.values())
+        outcomes.append(
+            GangOutcome(
+                gang=g.name,
+                namespace=g.namespace,
+                admitted=n > 0,
+                placed=n,
+                roles=dict(per_role),
+                reason=None if n else PendingReason(kind="lost", message="not placed in this test"),
+            )
+        )
+    return Plan(gangs=tuple(outcomes), pods=tuple(pods))
+
+
+@pytest.fixture
+def one_role_gang() -> Callable[..., dict]:
+    """``one_role_gang("g", queue="qa", count=2, gpus=1, **gang_fields)``: see :func:`gang`."""
+    return gang
+
+
+@pytest.fixture
+def plan_of() -> Callable[[Snapshot, Mapping[str, Sequence[Placement]]], Plan]:
+    """``plan_of(snapshot, {"gang": [("w", "n1"), ...]})``: see :func:`build_plan`."""
+    return build_plan
