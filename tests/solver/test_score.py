@@ -1,0 +1,214 @@
+"""The score (solver/score.py) orders hand-made plans as DESIGN.md says, one test per entry.
+
+Every expected tuple is worked out by hand in the comments, from DESIGN.md's definitions
+and the fair targets of solver/fairness.py (ppm of dominant share; a weighted shortfall is
+weight_milli x ppm, weight 1 = 1000). On ``two_nodes`` one GPU is 125,000 ppm, on
+``fat_tree`` 31,250 ppm. Every plan compared here is also a valid plan (the verifier
+accepts it), so the order is between plans a placer could return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pytest
+
+from gangplan.models import Plan, Snapshot
+from gangplan.solver.score import Score, score, score_names
+from gangplan.solver.verify import verify
+
+FLAT = ("locality.preferred", "locality.node")
+TREE = ("locality.preferred", "locality.spine", "locality.leaf", "locality.node")
+TAIL = ("fragmentation.gpu_nodes", "fragmentation.leaves", "stability")
+
+
+def cls(c: int) -> tuple[str, ...]:
+    return (f"p{c}.fairness", f"p{c}.fairness_w0", f"p{c}.gpu_milli", f"p{c}.pods")
+
+
+def expect(names: Sequence[str], values: Sequence[int]) -> tuple[tuple[str, int], ...]:
+    assert len(names) == len(values)
+    return tuple(zip(names, values, strict=True))
+
+
+@pytest.fixture
+def judged(plan_of) -> Callable[..., Score]:
+    """Build the plan, check the verifier accepts it, and score it."""
+
+    def run(snap: Snapshot, placed: Mapping, previous: Plan | None = None) -> Score:
+        plan = plan_of(snap, placed)
+        assert verify(snap, plan) == []
+        return score(snap, plan, previous)
+
+    return run
+
+
+def test_priority_class_before_fairness_of_lower_classes(two_nodes, one_role_gang, judged) -> None:
+    # Class 10: qa's "hi" (4 GPUs): target 500,000. Class 0 shares what class 10 leaves,
+    # 500,000: qa's "lo-a" and qb's "lo-b" (4 GPUs each) -> 250,000 each.
+    snap = two_nodes(
+        queues=[{"name": "qa"}, {"name": "qb"}],
+        gangs=[
+            one_role_gang("hi", "qa", gpus=4, priority=10),
+            one_role_gang("lo-a", "qa", gpus=4),
+            one_role_gang("lo-b", "qb", gpus=4),
+        ],
+    )
+    names = (*cls(10), *cls(0), *FLAT, *TAIL)
+    assert score_names(snap) == names
+    # A: hi and lo-a. Class 10: qa at 500,000 = target. Class 0: qa at 500,000 >= 250,000,
+    # qb at 0: shortfall 250,000 x 1000. Both nodes full: no fragmentation.
+    a = judged(snap, {"hi": [("w", "n1")], "lo-a": [("w", "n2")]})
+    assert a.entries == expect(names, (0, 0, 4000, 1, -250_000_000, 0, 4000, 1, 0, 0, 0, 0, 0))
+    # B: lo-a and lo-b: a perfectly fair class 0 and more of it, but class 10 gets nothing:
+    # qa short 500,000 x 1000 there.
+    b = judged(snap, {"lo-a": [("w", "n1")], "lo-b": [("w", "n2")]})
+    assert b.entries == expect(names, (-500_000_000, 0, 0, 0, 0, 0, 8000, 2, 0, 0, 0, 0, 0))
+    assert a > b
+
+
+def test_fairness_before_throughput_within_a_class(two_nodes, one_role_gang, judged) -> None:
+    # qa demands 8 GPUs (a1, a2: 4 each), qb 3 GPUs (b1) = 375,000. Equal weights:
+    # qa = L, qb = min(L, 375,000); L + 375,000 = 1,000,000 -> qa 625,000, qb 375,000.
+    snap = two_nodes(
+        queues=[{"name": "qa"}, {"name": "qb"}],
+        gangs=[
+            one_role_gang("a1", "qa", gpus=4),
+            one_role_gang("a2", "qa", gpus=4),
+            one_role_gang("b1", "qb", gpus=3),
+        ],
+    )
+    names = (*cls(0), *FLAT, *TAIL)
+    # more: a1 + a2, 8 GPUs; qb short 375,000 x 1000
+    more = judged(snap, {"a1": [("w", "n1")], "a2": [("w", "n2")]})
+    assert more.entries == expect(names, (-375_000_000, 0, 8000, 2, 0, 0, 0, 0, 0))
+    # fair: a1 + b1, 7 GPUs; qa at 500,000 short 125,000 x 1000; n2 has 3 of 4 GPUs taken
+    fair = judged(snap, {"a1": [("w", "n1")], "b1": [("w", "n2")]})
+    assert fair.entries == expect(names, (-125_000_000, 0, 7000, 2, 0, 0, -1, 0, 0))
+    assert fair > more
+
+
+def test_weight_zero_is_served_last(two_nodes, one_role_gang, judged) -> None:
+    # qa (weight 1) demands 4 GPUs: target 500,000. The weight-0 queue qz gets what is
+    # left, 500,000, of its 8-GPU demand (z1, z2). Its shortfall is unweighted and comes
+    # right after the class's fairness entry, before throughput.
+    snap = two_nodes(
+        queues=[{"name": "qa"}, {"name": "qz", "weight": 0}],
+        gangs=[
+            one_role_gang("a1", "qa", gpus=4),
+            one_role_gang("z1", "qz", gpus=4),
+            one_role_gang("z2", "qz", gpus=4),
+        ],
+    )
+    names = (*cls(0), *FLAT, *TAIL)
+    both = judged(snap, {"a1": [("w", "n1")], "z1": [("w", "n2")]})
+    assert both.entries == expect(names, (0, 0, 8000, 2, 0, 0, 0, 0, 0))
+    # qz short 500,000, not multiplied by a weight
+    only_a = judged(snap, {"a1": [("w", "n1")]})
+    assert only_a.entries == expect(names, (0, -500_000, 4000, 1, 0, 0, 0, 0, 0))
+    # qz takes everything: qa short 500,000 x 1000
+    only_z = judged(snap, {"z1": [("w", "n1")], "z2": [("w", "n2")]})
+    assert only_z.entries == expect(names, (-500_000_000, 0, 8000, 2, 0, 0, 0, 0, 0))
+    assert both > only_a > only_z
+
+
+def test_locality_level_by_level(fat_tree, one_role_gang, judged) -> None:
+    # One gang of 4 pods x 2 GPUs (8 GPUs), queue qa alone: target 250,000, reached by
+    # every plan below. Per level: minus (domains used - 1). Fragmentation: a node of 4
+    # GPUs with 2 taken is partly used; a leaf (2 nodes, 8 GPUs) with 4 taken is too.
+    snap = fat_tree(queues=[{"name": "qa"}], gangs=[one_role_gang("g", count=4, gpus=2)])
+    names = (*cls(0), *TREE, *TAIL)
+    assert score_names(snap) == names
+
+    def pods(*nodes: str) -> dict:
+        return {"g": [("w", n) for n in nodes]}
+
+    # one leaf, two full nodes
+    leaf = judged(snap, pods("n1", "n1", "n2", "n2"))
+    assert leaf.entries == expect(names, (0, 0, 8000, 4, 0, 0, 0, -1, 0, 0, 0))
+    # one spine, two leaves, two full nodes; both leaves half used
+    spine = judged(snap, pods("n1", "n1", "n3", "n3"))
+    assert spine.entries == expect(names, (0, 0, 8000, 4, 0, 0, -1, -1, 0, -2, 0))
+    # one spine, two leaves, four half-used nodes
+    spread = judged(snap, pods("n1", "n2", "n3", "n4"))
+    assert spread.entries == expect(names, (0, 0, 8000, 4, 0, 0, -1, -3, -4, -2, 0))
+    # two spines: s1/l1 and s2/l1 are two leaves although both are named l1
+    spines = judged(snap, pods("n1", "n1", "n5", "n5"))
+    assert spines.entries == expect(names, (0, 0, 8000, 4, 0, -1, -1, -1, 0, -2, 0))
+    # a gang split across two leaves of one spine beats two spines, even with more nodes
+    # and more fragmentation
+    assert leaf > spine > spread > spines
+
+
+def test_preferred_level_moves_to_the_front(fat_tree, one_role_gang, judged) -> None:
+    # g (4 pods x 2 GPUs) prefers as few nodes as possible: its node count moves into
+    # locality.preferred, ahead of the spine. h (2 pods x 2 GPUs, no preference) stays on
+    # n7 and n8 in both plans: its counts stay in their own entries (node: -1).
+    # qa demands 12 GPUs = 375,000 and gets them in both plans.
+    snap = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[
+            one_role_gang("g", count=4, gpus=2, topology={"preferred": "node"}),
+            one_role_gang("h", count=2, gpus=2),
+        ],
+    )
+    names = (*cls(0), *TREE, *TAIL)
+    h = [("w", "n7"), ("w", "n8")]
+    # two spines, two leaves, two nodes for g: preferred -1, spine -1, leaf -1, node 0 + h's -1.
+    # Partly used: n7, n8; leaves s1/l1, s2/l1, s2/l2 (4 of 8 GPUs each).
+    few_nodes = judged(snap, {"g": [("w", "n1"), ("w", "n1"), ("w", "n5"), ("w", "n5")], "h": h})
+    assert few_nodes.entries == expect(names, (0, 0, 12000, 6, -1, -1, -1, -1, -2, -3, 0))
+    # one spine, two leaves, four nodes for g: preferred -3, spine 0, leaf -1, node h's -1.
+    # Partly used: n1..n4, n7, n8; leaves s1/l1, s1/l2, s2/l2.
+    one_spine = judged(snap, {"g": [("w", "n1"), ("w", "n2"), ("w", "n3"), ("w", "n4")], "h": h})
+    assert one_spine.entries == expect(names, (0, 0, 12000, 6, -3, 0, -1, -1, -6, -3, 0))
+    # without the preference one_spine would win on the spine; with it, few nodes wins
+    assert few_nodes > one_spine
+
+
+def test_fragmentation_partly_used_nodes_then_leaves(fat_tree, one_role_gang, judged) -> None:
+    # A running pod of qa holds 2 GPUs of n1. Pending: h, 1 pod x 2 GPUs.
+    # qa: running 2 GPUs = 62,500, demand 62,500 -> target 125,000, reached by each plan.
+    snap = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[one_role_gang("h", gpus=2)],
+        running=[{"name": "r", "queue": "qa", "node": "n1", "requests": {"nvidia.com/gpu": 2}}],
+    )
+    names = (*cls(0), *TREE, *TAIL)
+    # on n1: n1 full; leaf s1/l1 has 4 of 8 -> one partly used leaf
+    fill = judged(snap, {"h": [("w", "n1")]})
+    assert fill.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, -1, 0))
+    # on n2, same leaf: n1 and n2 half used; s1/l1 partly used
+    same_leaf = judged(snap, {"h": [("w", "n2")]})
+    assert same_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, -2, -1, 0))
+    # on n3, another leaf: n1 and n3 half used; s1/l1 and s1/l2 partly used
+    other_leaf = judged(snap, {"h": [("w", "n3")]})
+    assert other_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, -2, -2, 0))
+    assert fill > same_leaf > other_leaf
+
+
+def test_stability_counts_pods_moved_from_the_previous_plan(
+    two_nodes, one_role_gang, plan_of
+) -> None:
+    # qa's g (4 GPUs) alone: target 500,000, reached on either node; both nodes alike.
+    snap = two_nodes(queues=[{"name": "qa"}], gangs=[one_role_gang("g", gpus=4)])
+    names = (*cls(0), *FLAT, *TAIL)
+    previous = plan_of(snap, {"g": [("w", "n1")]})
+    stay = plan_of(snap, {"g": [("w", "n1")]})
+    move = plan_of(snap, {"g": [("w", "n2")]})
+    assert score(snap, stay, previous).entries == expect(names, (0, 0, 4000, 1, 0, 0, 0, 0, 0))
+    assert score(snap, move, previous).entries == expect(names, (0, 0, 4000, 1, 0, 0, 0, 0, -1))
+    # without a previous plan the entry is 0
+    assert score(snap, move)["stability"] == 0
+    assert score(snap, stay, previous) > score(snap, move, previous)
+
+
+def test_scores_of_different_snapshots_do_not_compare(
+    two_nodes, fat_tree, one_role_gang, plan_of
+) -> None:
+    flat = two_nodes(queues=[{"name": "qa"}], gangs=[one_role_gang("g")])
+    tree = fat_tree(queues=[{"name": "qa"}], gangs=[one_role_gang("g")])
+    a = score(flat, plan_of(flat, {}))
+    b = score(tree, plan_of(tree, {}))
+    with pytest.raises(ValueError, match="different snapshots"):
+        _ = a < b
