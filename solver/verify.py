@@ -62,7 +62,8 @@ def verify(snapshot: Snapshot, plan: Plan, *, topology: Topology | None = None) 
 def check_references(ctx: _Ctx) -> Iterator[Violation]:
     """Pods name existing gangs, roles and nodes; each pod is one of its role's pods (the
     role's ``pod_names``, else ``{gang}-{role}-{i}`` for i below its count), placed once;
-    each outcome agrees with its pods; every gang has exactly one outcome."""
+    each outcome agrees with its pods (in all and per role it names); every gang has exactly
+    one outcome."""
     s, plan = ctx.snapshot, ctx.plan
     gangs = s.gang_by_key
     pod_names: dict[tuple[str, str], dict[str, None]] = {}  # ordered sets, per role
@@ -100,6 +101,7 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
         if key not in outcomes:
             yield Violation("references", f"gang {key} has no outcome in the plan")
     placed = Counter(f"{p.namespace}/{p.gang}" for p in plan.pods)
+    per_role = Counter((f"{p.namespace}/{p.gang}", p.role) for p in plan.pods)
     for o in plan.gangs:
         if o.placed != placed.get(o.key, 0):
             yield Violation(
@@ -110,6 +112,18 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
             yield Violation("references", f"gang {o.key}: admitted={o.admitted} with {o.placed} pods")
         if not o.admitted and o.reason is None:
             yield Violation("references", f"gang {o.key} is pending without a reason")
+        gang = gangs.get(o.key)
+        for role_name, n in sorted(o.roles.items()):
+            if gang is None:
+                break
+            if all(r.name != role_name for r in gang.roles):
+                yield Violation("references", f"gang {o.key}: outcome names unknown role {role_name!r}")
+            elif n != per_role.get((o.key, role_name), 0):
+                yield Violation(
+                    "references",
+                    f"gang {o.key}: outcome says role {role_name} has {n} pods, "
+                    f"the plan has {per_role.get((o.key, role_name), 0)}",
+                )
 
 
 def check_gang_minimums(ctx: _Ctx) -> Iterator[Violation]:
