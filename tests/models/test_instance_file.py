@@ -263,6 +263,42 @@ def test_round_trip_through_a_file(tmp_path, suffix: str) -> None:
     assert warnings == []
 
 
+def test_node_pools_and_replicas_expand_as_written() -> None:
+    # pool of 4: spine by label (size 4, one spine s0), leaf by explicit membership (no
+    # label) 2 nodes each from l3: p5, p6 in l3; p7, p8 in l4 (names start at 5).
+    # "r" with 3 replicas: r-0, r-1, r-2.
+    data = {
+        "apiVersion": "gangplan.io/v1alpha1",
+        "kind": "Instance",
+        "levels": [{"name": "spine", "node_label": "sp"}, {"name": "leaf"}],
+        "node_pools": [
+            {
+                "name": "p{index}",
+                "count": 4,
+                "start": 5,
+                "labels": {"pool": "x"},
+                "allocatable": {"cpu": 4},
+                "spread": [
+                    {"level": "spine", "size": 4, "name": "s{n}"},
+                    {"level": "leaf", "size": 2, "name": "l{n}", "first": 3},
+                ],
+            }
+        ],
+        "running": [{"name": "r", "replicas": 3, "node": "p6", "requests": {"cpu": 1}}],
+    }
+    snap, warnings = load_instance(data)
+    assert warnings == []
+    assert [(n.name, n.labels, n.domains) for n in snap.nodes] == [
+        ("p5", {"pool": "x", "sp": "s0"}, {"leaf": "l3"}),
+        ("p6", {"pool": "x", "sp": "s0"}, {"leaf": "l3"}),
+        ("p7", {"pool": "x", "sp": "s0"}, {"leaf": "l4"}),
+        ("p8", {"pool": "x", "sp": "s0"}, {"leaf": "l4"}),
+    ]
+    assert all(n.allocatable == {"cpu": 4000} for n in snap.nodes)
+    assert [p.name for p in snap.running] == ["r-0", "r-1", "r-2"]
+    assert snap.free("p6").resources == {"cpu": 1000}
+
+
 # --------------------------------------------------------------------------- bad input
 
 

@@ -181,3 +181,37 @@ def test_contribution_rounds_to_the_nearest_ppm(snapshot_of, one_role_gang) -> N
     assert fs.contribution({GPU: 1000}) == {GPU: 333_333}
     assert fs.contribution({GPU: 2000}) == {GPU: 666_667}
     assert fs.contribution({GPU: 500}) == {GPU: 166_667}
+
+
+def test_guarantees_beyond_the_pool_are_met_at_one_rate(two_nodes, one_role_gang) -> None:
+    # 8 GPUs; qa and qb are each guaranteed 6 GPUs (750,000) and demand 8. Phase 1 raises
+    # both at one rate: 2L = 1,000,000 -> 500,000 each, and nothing is left for phase 2.
+    snap = two_nodes(
+        queues=[
+            {"name": "qa", "guaranteed": {GPU: 6}},
+            {"name": "qb", "weight": 3, "guaranteed": {GPU: 6}},
+        ],
+        gangs=[
+            one_role_gang("a", "qa", count=2, gpus=4),
+            one_role_gang("b", "qb", count=2, gpus=4),
+        ],
+    )
+    assert targets(snap) == {"qa": 500_000, "qb": 500_000}
+
+
+def test_a_queue_above_its_fair_level_gets_nothing_more(two_nodes, one_role_gang) -> None:
+    # qa already runs 6 of 8 GPUs (750,000) and demands 2 more; qb demands 8. The pool is
+    # 250,000. qb rises to L while qa stays (its share 750,000 is above any L reached):
+    # qb 250,000; qa's target is its running share, 750,000.
+    snap = two_nodes(
+        queues=[{"name": "qa"}, {"name": "qb"}],
+        gangs=[
+            one_role_gang("a", "qa", count=2, gpus=1),
+            one_role_gang("b", "qb", count=2, gpus=4),
+        ],
+        running=[
+            {"name": "r1", "queue": "qa", "node": "n1", "requests": {GPU: 4}},
+            {"name": "r2", "queue": "qa", "node": "n2", "requests": {GPU: 2}},
+        ],
+    )
+    assert targets(snap) == {"qa": 750_000, "qb": 250_000}

@@ -282,6 +282,21 @@ def test_empty_plan_is_valid(check) -> None:
     assert check({}) == []
 
 
+def test_outcome_may_count_a_role_with_no_pod(cluster, plan_of) -> None:
+    # {"launcher": 1, "worker": 1} from the builder, written out with a zero for a role
+    # that has no pod in another gang's outcome: both agree with the pods
+    plan = plan_of(cluster, {"elastic": [("launcher", "n1"), ("worker", "n1")]})
+    plan = plan.model_copy(
+        update={
+            "gangs": tuple(
+                o.model_copy(update={"roles": {"w": 0}}) if o.gang == "pair" else o
+                for o in plan.gangs
+            )
+        }
+    )
+    assert verify(cluster, plan) == []
+
+
 def test_good_plan_with_every_kind_of_gang_passes(check) -> None:
     # Worked out per node (pods without explicit devices get the lowest whole free GPUs,
     # in the snapshot's gang order):
@@ -378,11 +393,14 @@ def _outcome(key: str, **fields: Any) -> GangOutcome:
             id="unknown-gang",
         ),
         pytest.param(
-            # a pod of a role its gang does not have
+            # a pod of a role its gang does not have (and so the outcome's w: 1 is wrong)
             lambda p: p.model_copy(
                 update={"pods": (p.pods[0].model_copy(update={"role": "boss"}),)}
             ),
-            ["pod 'single-w-0' names unknown role 'boss' of default/single"],
+            [
+                "pod 'single-w-0' names unknown role 'boss' of default/single",
+                "gang default/single: outcome says role w has 1 pods, the plan has 0",
+            ],
             id="unknown-role",
         ),
         pytest.param(
@@ -394,7 +412,7 @@ def _outcome(key: str, **fields: Any) -> GangOutcome:
             id="unknown-node",
         ),
         pytest.param(
-            # the same pod twice (the outcome agrees: 2 placed), on two nodes
+            # the same pod twice (the outcome agrees: 2 placed, 2 of role w), on two nodes
             lambda p: p.model_copy(
                 update={
                     "pods": (
@@ -402,7 +420,9 @@ def _outcome(key: str, **fields: Any) -> GangOutcome:
                         p.pods[0].model_copy(update={"node": "n3", "gpus": ("g2",)}),
                     ),
                     "gangs": tuple(
-                        o.model_copy(update={"placed": 2}) if o.gang == "single" else o
+                        o.model_copy(update={"placed": 2, "roles": {"w": 2}})
+                        if o.gang == "single"
+                        else o
                         for o in p.gangs
                     ),
                 }
@@ -488,6 +508,34 @@ def _outcome(key: str, **fields: Any) -> GangOutcome:
             ),
             ["gang default/pair is pending without a reason"],
             id="pending-no-reason",
+        ),
+        pytest.param(
+            # the outcome's count per role disagrees with the pods
+            lambda p: p.model_copy(
+                update={
+                    "gangs": tuple(
+                        o.model_copy(update={"roles": {"w": 2}}) if o.gang == "single" else o
+                        for o in p.gangs
+                    )
+                }
+            ),
+            ["gang default/single: outcome says role w has 2 pods, the plan has 1"],
+            id="outcome-role-count",
+        ),
+        pytest.param(
+            # the outcome counts a role the gang does not have
+            lambda p: p.model_copy(
+                update={
+                    "gangs": tuple(
+                        o.model_copy(update={"roles": {"w": 1, "boss": 0}})
+                        if o.gang == "single"
+                        else o
+                        for o in p.gangs
+                    )
+                }
+            ),
+            ["gang default/single: outcome names unknown role 'boss'"],
+            id="outcome-unknown-role",
         ),
     ],
 )
