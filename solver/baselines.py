@@ -175,7 +175,7 @@ def _place_gang_greedy(
             best_node = None
             best_score = -1.0
             for n in nodes:
-                if state.choose_devices(gang, role, n) is None:
+                if not state.fits(gang, role, n):
                     continue
                 s = _binpack_score(state, role, n)
                 if s > best_score:
@@ -348,8 +348,20 @@ def _topology_fit_gang(
                 else:
                     domains = [(d.name, ctx.topo.nodes_in(d)) for d in ctx.topo.domains_at(lv)]
             holding = []
+            if li == -1 or levels[li] == NODE_LEVEL:
+                per_domain = {
+                    name: {r: sum(caps[r].get(n, 0) for n in members) for r in caps}
+                    for name, members in domains
+                }
+            else:
+                per_domain = {name: dict.fromkeys(caps, 0) for name, _m in domains}
+                for r, rc in caps.items():
+                    for n, c in rc.items():
+                        d = ctx.topo.domain_of(n, levels[li])
+                        if d is not None and d.name in per_domain:
+                            per_domain[d.name][r] += c
             for name, members in domains:
-                dcap = {r: sum(c for n, c in caps[r].items() if n in members) for r in caps}
+                dcap = per_domain[name]
                 if all(dcap[r] >= counts[r] for r in counts):
                     holding.append((sum(dcap.values()), name, members))
             if not holding:

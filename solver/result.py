@@ -48,7 +48,7 @@ class SolverConfig:
     deterministic: bool = False
     deterministic_time: float = 20.0
     reason_share: float = 0.1
-    exact_limit: int = 40_000
+    exact_limit: int = 6_000
     max_candidates: int = 0
     """per item, keep at most this many candidate nodes (0: all; exact)."""
 

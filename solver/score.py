@@ -112,7 +112,7 @@ def score(
     """Score ``plan`` for ``snapshot`` (see the module docstring for every entry).
 
     ``topology`` and ``shares`` may be passed to avoid recomputing them. Pods of the plan
-    that name no known gang are ignored here (the verifier reports them).
+    that name no known gang, role or node are ignored here (the verifier reports them).
     """
     topo = topology or build_topology(snapshot)
     fs = shares or fair_shares(snapshot)
@@ -120,7 +120,10 @@ def score(
     pods_by_gang: dict[str, list[tuple[str, str]]] = defaultdict(list)  # key -> (role, node)
     for p in plan.pods:
         key = f"{p.namespace}/{p.gang}"
-        if key in gangs:
+        gang = gangs.get(key)
+        if gang is None or p.node not in snapshot.node_by_name:
+            continue
+        if any(r.name == p.role for r in gang.roles):
             pods_by_gang[key].append((p.role, p.node))
 
     entries: list[tuple[str, int]] = []

@@ -62,6 +62,24 @@ def static_ok(snapshot: Snapshot, gang: Gang, role: Role, node: Node, topo: Topo
     return True
 
 
+def _static_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...]:
+    """Everything :func:`static_ok` looks at, so gangs that agree share one candidate list."""
+    return (
+        tuple(sorted(role.node_selector.items())),
+        role.node_affinity,
+        role.tolerations,
+        gang.gpu_models if role.requests.get(snapshot.gpu, 0) else (),
+        gang.joint != "none" and bool(role.requests.get(snapshot.nic, 0)),
+        gang.topology.required if gang.topology else None,
+        role.topology.required if role.topology else None,
+    )
+
+
+def _shape_key(gang: Gang, role: Role) -> tuple[object, ...]:
+    """What decides how many pods fit a node (requests and joint policy), not who asks."""
+    return (tuple(sorted(role.requests.items())), gang.joint)
+
+
 class ClusterState:
     """Free capacity of every node, updated pod by pod (``place`` / ``remove``)."""
 
@@ -91,13 +109,15 @@ class ClusterState:
                         d: g.name for g in groups for d in (*g.gpus, *g.nics)
                     }
             self.nodes[node.name] = st
-        self._static: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._version: dict[str, int] = {}
+        self._cap_cache: dict[tuple[object, ...], tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ filters
 
     def candidates(self, gang: Gang, role: Role) -> tuple[str, ...]:
         """Nodes that pass :func:`static_ok` for this role (cached)."""
-        key = (gang.key, role.name)
+        key = _static_key(self.snapshot, gang, role)
         if key not in self._static:
             self._static[key] = tuple(
                 n.name
@@ -218,7 +238,24 @@ class ClusterState:
         return DeviceChoice(gpus=tuple(gpus), nics=tuple(pool[:nic]))
 
     def pod_capacity(self, gang: Gang, role: Role, node: str, limit: int | None = None) -> int:
-        """How many more pods of ``role`` fit on ``node`` now (by trial, up to ``limit``)."""
+        """How many more pods of ``role`` fit on ``node`` now (by trial, up to ``limit``).
+
+        Cached per node until the node changes (``place`` / ``remove``)."""
+        cap = limit if limit is not None else role.count
+        key = (node, _shape_key(gang, role), cap)
+        hit = self._cap_cache.get(key)
+        version = self._version.get(node, 0)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = self._pod_capacity(gang, role, node, cap)
+        self._cap_cache[key] = (version, value)
+        return value
+
+    def fits(self, gang: Gang, role: Role, node: str) -> bool:
+        """Does one more pod of ``role`` fit on ``node`` now?"""
+        return self.pod_capacity(gang, role, node, 1) >= 1
+
+    def _pod_capacity(self, gang: Gang, role: Role, node: str, limit: int | None = None) -> int:
         placed: list[tuple[str, DeviceChoice]] = []
         cap = limit if limit is not None else role.count
         while len(placed) < cap:
@@ -234,6 +271,7 @@ class ClusterState:
     # ------------------------------------------------------------------ changes
 
     def _take(self, node: str, role: Role, choice: DeviceChoice) -> None:
+        self._version[node] = self._version.get(node, 0) + 1
         st = self.nodes[node]
         for res, amount in role.requests.items():
             st.resources[res] = st.resources.get(res, 0) - amount
@@ -243,6 +281,7 @@ class ClusterState:
             st.nics.discard(n)
 
     def _give_back(self, node: str, role: Role, choice: DeviceChoice) -> None:
+        self._version[node] = self._version.get(node, 0) + 1
         st = self.nodes[node]
         for res, amount in role.requests.items():
             st.resources[res] = st.resources.get(res, 0) + amount

@@ -122,6 +122,27 @@ def _hint_from_pods(ix: Index, v: Variables, pods: list[PodPlacement]) -> dict[i
     return values
 
 
+def _complete_hint(
+    model: cp_model.CpModel, hint: dict[int, int], cfg: SolverConfig, seconds: float
+) -> cp_model.CpSolver | None:
+    """Fix the decision variables to the incumbent's values in a copy of the model and let
+    CP-SAT fill in every auxiliary variable: a complete, feasible hint (SOLVER-NOTES.md §7)."""
+    trial = model.clone()
+    for idx, val in hint.items():
+        var = trial.GetIntVarFromProtoIndex(idx)
+        trial.Add(var == val)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = cfg.seed
+    solver.parameters.max_time_in_seconds = seconds
+    if cfg.deterministic:
+        solver.parameters.max_deterministic_time = 5.0
+    st = solver.Solve(trial)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return solver
+
+
 def _read(solver: cp_model.CpSolver, v: Variables, ix: Index) -> Solution:
     z: dict[tuple[int, int], int] = {}
     for key, e in v.z.items():
@@ -189,8 +210,14 @@ def solve_model(
             notes=notes + [f"model too large ({size['variables']} variables); incumbent returned"],
         )
     hint = _hint_from_pods(ix, v, incumbent)
-    for idx, val in hint.items():
-        model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
+    last = _complete_hint(model, hint, cfg, max(0.05, budget_s * 0.2))
+    if last is None:
+        notes.append("the incumbent could not be completed into a model solution; partial hint used")
+        for idx, val in hint.items():
+            model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
+    else:
+        for idx, val in enumerate(last.ResponseProto().solution):
+            model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
 
     active = [t for t in terms if t.expr is not None]
     solver = cp_model.CpSolver()
@@ -210,6 +237,23 @@ def solve_model(
             all_optimal = False
             reports.append(TierReport(name=term.name, value=0, status="not reached (time)"))
             continue
+        if last is not None and term.upper is not None:
+            current = int(last.Value(term.expr))
+            if current >= term.upper:
+                # the current solution reaches a bound this term can never exceed
+                reports.append(
+                    TierReport(
+                        name=term.name,
+                        value=current + term.const,
+                        bound=term.upper + term.const,
+                        gap=0.0,
+                        status="optimal",
+                    )
+                )
+                model.Add(term.expr >= current)
+                if solution is None:
+                    solution = _read(last, v, ix)
+                continue
         _params(solver, cfg, max(0.01, left * share if remaining_w > 0 else left), cfg.deterministic_time * share)
         model.Maximize(term.expr)
         st = solver.Solve(model)
@@ -241,6 +285,7 @@ def solve_model(
         )
         model.Add(term.expr >= value)
         solution = _read(solver, v, ix)
+        last = solver
         resp = solver.ResponseProto()
         model.ClearHints()
         for idx, val in enumerate(resp.solution):

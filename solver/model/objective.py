@@ -50,6 +50,9 @@ class ObjectiveTerm:
     """False: not in the model (e.g. node locality in aggregated mode); derived afterwards."""
     weight: float = 1.0
     """share of the time limit this tier gets relative to others"""
+    upper: int | None = None
+    """a value ``expr`` can never exceed (0 for shortfalls and spreads): a solution that
+    reaches it is optimal for this tier without a solve"""
 
 
 def build_terms(
@@ -107,13 +110,22 @@ def _fairness_and_throughput(
                 fair.append(-t.weight_milli * short)
             else:
                 fair0.append(-short)
-        terms[f"p{c}.fairness"] = ObjectiveTerm(f"p{c}.fairness", sum(fair) if fair else None, fair_const, weight=3)
-        terms[f"p{c}.fairness_w0"] = ObjectiveTerm(f"p{c}.fairness_w0", sum(fair0) if fair0 else None, fair0_const)
+        terms[f"p{c}.fairness"] = ObjectiveTerm(
+            f"p{c}.fairness", sum(fair) if fair else None, fair_const, weight=3, upper=0
+        )
+        terms[f"p{c}.fairness_w0"] = ObjectiveTerm(
+            f"p{c}.fairness_w0", sum(fair0) if fair0 else None, fair0_const, upper=0
+        )
         ids = [it.id for it in ix.items if it.gang.priority == c]
         gpu = [ix.shapes[ix.items[i].shape].gpu_milli * v.placed(i) for i in ids if ix.shapes[ix.items[i].shape].gpu_milli]
         pods = [v.placed(i) for i in ids]
-        terms[f"p{c}.gpu_milli"] = ObjectiveTerm(f"p{c}.gpu_milli", sum(gpu) if gpu else None, weight=3)
-        terms[f"p{c}.pods"] = ObjectiveTerm(f"p{c}.pods", sum(pods) if pods else None)
+        gpu_max = sum(ix.shapes[ix.items[i].shape].gpu_milli * ix.items[i].count for i in ids)
+        terms[f"p{c}.gpu_milli"] = ObjectiveTerm(
+            f"p{c}.gpu_milli", sum(gpu) if gpu else None, weight=3, upper=gpu_max
+        )
+        terms[f"p{c}.pods"] = ObjectiveTerm(
+            f"p{c}.pods", sum(pods) if pods else None, upper=sum(ix.items[i].count for i in ids)
+        )
 
 
 def _locality(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
@@ -153,12 +165,15 @@ def _locality(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str,
             model.Add(placed >= anyp)
             pref_terms.append(-(sum(uses_by[("i", i, rpref)]) - anyp))
     terms["locality.preferred"] = ObjectiveTerm(
-        "locality.preferred", sum(pref_terms) if pref_terms else None, modelled=pref_modelled
+        "locality.preferred", sum(pref_terms) if pref_terms else None, modelled=pref_modelled, upper=0
     )
     for lv in topo.all_levels:
         modelled = lv in ix.levels
         terms[f"locality.{lv}"] = ObjectiveTerm(
-            f"locality.{lv}", sum(level_terms[lv]) if level_terms[lv] else None, modelled=modelled
+            f"locality.{lv}",
+            sum(level_terms[lv]) if level_terms[lv] else None,
+            modelled=modelled,
+            upper=0,
         )
     _ = NODE_LEVEL
 
@@ -216,7 +231,7 @@ def _fragmentation(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict
             leaf_plan[leaf].append(plan)
             leaf_ub[leaf] += ub
     terms["fragmentation.gpu_nodes"] = ObjectiveTerm(
-        "fragmentation.gpu_nodes", sum(node_terms) if node_terms else None, node_const
+        "fragmentation.gpu_nodes", sum(node_terms) if node_terms else None, node_const, upper=0
     )
     leaf_const = 0
     leaf_terms: list[cp_model.LinearExprT] = []
@@ -240,7 +255,7 @@ def _fragmentation(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict
         else:
             leaf_terms.append(-(used - full))
     terms["fragmentation.leaves"] = ObjectiveTerm(
-        "fragmentation.leaves", sum(leaf_terms) if leaf_terms else None, leaf_const
+        "fragmentation.leaves", sum(leaf_terms) if leaf_terms else None, leaf_const, upper=0
     )
 
 
@@ -264,5 +279,8 @@ def _stability(
             model.AddMinEquality(keep, [var, k])
             kept.append(keep)
     terms["stability"] = ObjectiveTerm(
-        "stability", sum(kept) if kept else None, -previous_pods
+        "stability",
+        sum(kept) if kept else None,
+        -previous_pods,
+        upper=sum(item.previous.get(n, 0) for item in ix.items for n in item.previous),
     )

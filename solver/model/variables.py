@@ -44,6 +44,8 @@ class Variables:
     uses: dict[tuple[str, int, str, object], cp_model.IntVar] = field(default_factory=dict)
     gpu_used: dict[int, cp_model.IntVar] = field(default_factory=dict)
     gpu_full: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    n: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    """pods of item i placed anywhere (one variable, so sums over blocks are written once)"""
     by_item: dict[int, list[tuple[int, cp_model.IntVar]]] = field(default_factory=dict)
     by_node: dict[int, list[tuple[int, LinExpr]]] = field(default_factory=dict)
 
@@ -70,14 +72,27 @@ class Variables:
                 by_shape_node.setdefault((item.shape, n), []).append(item.id)
         for (s, n), item_ids in sorted(by_shape_node.items()):
             ub = sum(min(ix.items[i].count, ix.items[i].cap[n]) for i in item_ids)
-            if ix.exact:
-                v.z[(s, n)] = sum(v.x[(i, n)] for i in item_ids)  # type: ignore[assignment]
+            if ix.exact and len(item_ids) == 1:
+                v.z[(s, n)] = v.x[(item_ids[0], n)]
+            elif ix.exact:
+                # one variable per (shape, node), so capacity rows stay short
+                var = model.NewIntVar(0, ub, f"z[{s},{ix.node_names[n]}]")
+                model.Add(var == sum(v.x[(i, n)] for i in item_ids))
+                v.z[(s, n)] = var
             else:
                 var = model.NewIntVar(0, ub, f"z[{s},{ix.node_names[n]}]")
                 v.z_vars[(s, n)] = var
                 v.z[(s, n)] = var
         for (i, b), var in v.x.items():
             v.by_item.setdefault(i, []).append((b, var))
+        for item in ix.items:
+            blocks = v.by_item.get(item.id, [])
+            if len(blocks) == 1:
+                v.n[item.id] = blocks[0][1]
+            else:
+                n = model.NewIntVar(0, item.count, f"n[{item.name}]")
+                model.Add(n == sum(var for _b, var in blocks))
+                v.n[item.id] = n
         for (s, n), e in v.z.items():
             v.by_node.setdefault(n, []).append((s, e))
         return v
@@ -86,7 +101,7 @@ class Variables:
 
     def placed(self, item: int) -> LinExpr:
         """Pods of item ``item`` placed anywhere."""
-        return sum(var for _b, var in self.by_item.get(item, []))  # type: ignore[return-value]
+        return self.n[item]
 
     def item_blocks(self, item: int) -> list[tuple[int, cp_model.IntVar]]:
         return self.by_item.get(item, [])
@@ -96,6 +111,7 @@ class Variables:
 
     def all_vars(self) -> Iterable[cp_model.IntVar]:
         yield from self.x.values()
+        yield from self.n.values()
         yield from self.admit.values()
         yield from self.z_vars.values()
         yield from self.joint.values()
