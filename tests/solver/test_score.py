@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from gangplan.models import Plan, Snapshot
+from gangplan.models import Plan, PodPlacement, Snapshot
 from gangplan.solver.score import Score, score, score_names
 from gangplan.solver.verify import verify
 
@@ -212,3 +212,23 @@ def test_scores_of_different_snapshots_do_not_compare(
     b = score(tree, plan_of(tree, {}))
     with pytest.raises(ValueError, match="different snapshots"):
         _ = a < b
+
+
+def test_score_ignores_pods_of_unknown_role_or_node(fat_tree, one_role_gang) -> None:
+    # Regression (issue 2): score raised KeyError on a pod naming an unknown role or node,
+    # so `gangplan verify` crashed after listing the violations instead of printing the
+    # score. Such pods are the verifier's to report; the score counts only g-w-0 on n1.
+    # qa: g demands 2 GPUs = 62,500, has 31,250: short 31,250 x 1000. n1 and s1/l1 are
+    # partly used.
+    snap = fat_tree(queues=[{"name": "qa"}], gangs=[one_role_gang("g", count=2, gpus=1)])
+    plan = Plan(
+        pods=(
+            PodPlacement(pod="g-w-0", gang="g", role="w", node="n1", gpus=("gpu-0",)),
+            PodPlacement(pod="g-w-1", gang="g", role="boss", node="n2", gpus=("gpu-0",)),
+            PodPlacement(pod="g-w-1", gang="g", role="w", node="n99", gpus=("gpu-0",)),
+        )
+    )
+    names = (*cls(0), *TREE, *TAIL)
+    assert score(snap, plan).entries == expect(
+        names, (-31_250_000, 0, 1000, 1, 0, 0, 0, 0, -1, -1, 0)
+    )
