@@ -17,7 +17,8 @@ Kubernetes                                 gangplan
 allocatable), labels, taints,              ``NoExecute`` taints, ``unschedulable``,
 ``unschedulable``, ``Ready`` condition     ``ready`` (no Ready condition: assumed Ready)
 ``nvidia.com/gpu.product`` (GPU feature    ``Node.gpu_model`` (then GKE's
-discovery)                                 ``cloud.google.com/gke-accelerator``, then a
+discovery)                                 ``cloud.google.com/gke-accelerator``, Alibaba's
+                                           ``alibabacloud.com/gpu-card-model``, then a
                                            Koordinator Device's ``node.koordinator.sh/gpu-model``)
 node labels / HyperNodes / Kueue Topology  ``Snapshot.levels``, ``Node.domains``
                                            (:mod:`~gangplan.adapters.kube_topology`)
@@ -90,6 +91,8 @@ from gangplan.adapters.kube_pods import (
     required_terms,
     tolerations_of,
 )
+from gangplan.adapters.kube_queues import QueueBook
+from gangplan.adapters.kube_queues import quantities as _q
 from gangplan.adapters.kube_summary import (
     REASON_ASSUMED,
     REASON_FIELD_IGNORED,
@@ -118,15 +121,12 @@ from gangplan.adapters.kube_topology import (
 from gangplan.models import (
     GPU_MILLI,
     DeviceLayout,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     Snapshot,
     SnapshotError,
     Taint,
-    Toleration,
     TopologyConstraint,
 )
-from gangplan.models.quantity import QuantityError, parse_quantity, to_base_units
+from gangplan.models.quantity import QuantityError, to_base_units
 
 __all__ = [
     "ANN_VOLCANO_GROUP",
@@ -167,7 +167,11 @@ JOB_NAME_LABELS = {
     ("batch", "Job"): "batch.kubernetes.io/job-name",
     ("jobset.x-k8s.io", "JobSet"): "jobset.sigs.k8s.io/jobset-name",
 }
-GPU_MODEL_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
+GPU_MODEL_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "alibabacloud.com/gpu-card-model",
+)
 
 
 class KubeInputError(Exception):
@@ -248,9 +252,6 @@ class _Builder:
         self.template = template
         self.gpu = opts.gpu_resource
         self.nic = opts.nic_resource
-        self.queues: dict[str, dict[str, Any]] = {}
-        self.queue_sources: dict[str, str] = {}
-        self.assumed_queues: dict[str, str] = {}
         self.predicted: list[str] = []
 
     # ------------------------------------------------------------------ helpers
@@ -281,7 +282,7 @@ class _Builder:
         levels = self._levels(nodes)
         layouts = self._layouts(nodes)
         self.layout_ids = self._layout_ids(nodes, layouts)
-        self._queues()
+        self.qb = QueueBook(self.reg, self.summary)
         pods = self._pods(layouts)
         pods += self._workloads(pods)
         specs = self._group_specs()
@@ -305,16 +306,6 @@ class _Builder:
                 d["gpu_model"] = layouts.gpu_models[name]
             node_dicts.append(d)
         self._unknown_resources(gang_dicts, node_dicts)
-        for qname, source in self.assumed_queues.items():
-            if qname not in self.queues:
-                self.queues[qname] = {"name": qname}
-                self.summary.note(
-                    source,
-                    "Queue",
-                    qname,
-                    REASON_ASSUMED,
-                    "named but not in the dump: weight 1, no guaranteed, no max",
-                )
         minors = {
             n: {
                 dev: m
@@ -328,7 +319,7 @@ class _Builder:
             "levels": [lv.model_dump() for lv in levels.levels],
             "device_layouts": {k: v.model_dump() for k, v in layouts.templates.items()},
             "nodes": node_dicts,
-            "queues": sorted(self.queues.values(), key=lambda q: q["name"]),
+            "queues": self.qb.finish(),
             "gangs": gang_dicts,
             "running": running,
             "metadata": {
@@ -517,157 +508,6 @@ class _Builder:
         return out
 
     # ------------------------------------------------------------------ queues
-
-    def _define_queue(self, obj: KubeObject, name: str, q: dict[str, Any]) -> None:
-        if name in self.queues:
-            self._note(
-                obj,
-                REASON_NOT_MAPPED,
-                f"queue name {name!r} is already defined by {self.queue_sources[name]}: not used",
-            )
-            return
-        self.queues[name] = {"name": name, **q}
-        self.queue_sources[name] = f"{obj.display_kind} {obj.key}"
-
-    def _queues(self) -> None:
-        for obj in self.reg.of("scheduling.volcano.sh", "Queue"):
-            spec = obj.model.spec
-            guaranteed = spec.deserved or (spec.guarantee.resource if spec.guarantee else {})
-            self._define_queue(
-                obj,
-                obj.name,
-                {
-                    "weight": spec.weight or 1,
-                    "guaranteed": _q(guaranteed),
-                    "max": _q(spec.capability),
-                },
-            )
-            meta = obj.model.metadata
-            hier = [
-                k
-                for k in ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
-                if k in meta.annotations
-            ]
-            if hier or spec.parent:
-                self._note(
-                    obj,
-                    REASON_NOT_MAPPED,
-                    f"{', '.join(hier) or 'spec.parent'}: hierarchical queues are not modelled yet",
-                )
-            if obj.model.status.state in ("Closed", "Closing"):
-                self._note(
-                    obj,
-                    REASON_NOT_MAPPED,
-                    f"status.state {obj.model.status.state}: the queue is read as open",
-                )
-        self.flavors = {o.name: o for o in self.reg.of("kueue.x-k8s.io", "ResourceFlavor")}
-        self.cq_flavors: dict[str, list[str]] = {}
-        for obj in self.reg.of("kueue.x-k8s.io", "ClusterQueue"):
-            q, flavors = self._cluster_queue(obj)
-            if q is not None:
-                self._define_queue(obj, obj.name, q)
-                self.cq_flavors[obj.name] = flavors
-        self.local_queues = {
-            (o.namespace, o.name): o.model.spec.cluster_queue
-            for o in self.reg.of("kueue.x-k8s.io", "LocalQueue")
-        }
-        self.eq_by_ns: dict[str, str] = {}
-        for group in ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io"):
-            for obj in self.reg.of(group, "ElasticQuota"):
-                name = f"{obj.namespace}/{obj.name}"
-                self._define_queue(
-                    obj, name, {"guaranteed": _q(obj.model.spec.min), "max": _q(obj.model.spec.max)}
-                )
-                if obj.namespace in self.eq_by_ns:
-                    self._note(
-                        obj,
-                        REASON_NOT_MAPPED,
-                        f"namespace {obj.namespace} already has ElasticQuota "
-                        f"{self.eq_by_ns[obj.namespace]}",
-                    )
-                else:
-                    self.eq_by_ns[obj.namespace] = name
-
-    def _cluster_queue(self, obj: KubeObject) -> tuple[dict[str, Any] | None, list[str]]:
-        spec = obj.model.spec
-        nominal: dict[str, int] = defaultdict(int)
-        borrow: dict[str, int | None] = {}
-        flavors: list[str] = []
-        for gi, rg in enumerate(spec.resource_groups):
-            for fi, fl in enumerate(rg.flavors):
-                flavors.append(fl.name)
-                for ri, r in enumerate(fl.resources):
-                    where = f"spec.resourceGroups[{gi}].flavors[{fi}].resources[{ri}]"
-                    try:
-                        nominal[r.name] += to_base_units(r.name, r.nominal_quota)
-                        if r.borrowing_limit is None:
-                            borrow[r.name] = None
-                        elif r.name not in borrow or borrow[r.name] is not None:
-                            borrow[r.name] = (borrow.get(r.name) or 0) + to_base_units(
-                                r.name, r.borrowing_limit
-                            )
-                    except QuantityError as err:
-                        self._skip(obj, REASON_INVALID, f"{where}: {err}")
-                        return None, []
-        weight = 1.0
-        if spec.fair_sharing is not None and spec.fair_sharing.weight is not None:
-            try:
-                weight = float(parse_quantity(spec.fair_sharing.weight))
-            except QuantityError as err:
-                self._note(obj, REASON_ASSUMED, f"spec.fairSharing.weight: {err}; weight 1")
-        cohort = obj.model.cohort_of
-        maxes: dict[str, int] = {}
-        for res, nom in nominal.items():
-            if not cohort:
-                maxes[res] = nom  # a ClusterQueue without a cohort cannot borrow
-            elif borrow.get(res) is not None:
-                maxes[res] = nom + (borrow[res] or 0)
-        return {
-            "weight": weight,
-            "guaranteed": _q({k: v for k, v in nominal.items() if v}),
-            "max": _q(maxes),
-        }, flavors
-
-    def _kueue_queue(self, pod: PodInfo | None, ns: str, lq: str, source: str) -> str:
-        cq = self.local_queues.get((ns, lq))
-        if cq:
-            if cq not in self.queues:
-                self.assumed_queues.setdefault(cq, source)
-            return cq
-        name = f"{ns}/{lq}"
-        if name not in self.assumed_queues:
-            self.summary.note(
-                source,
-                "LocalQueue.kueue.x-k8s.io",
-                name,
-                REASON_ASSUMED,
-                f"LocalQueue {name} is not in the dump: queue {name!r} assumed",
-            )
-        self.assumed_queues.setdefault(name, source)
-        return name
-
-    def _queue_for(
-        self, pods: list[PodInfo], spec: wl.GroupSpec | None, default: str | None
-    ) -> str | None:
-        src = spec.source if spec else (pods[0].source if pods else "")
-        if spec is not None and spec.queue:
-            name = spec.queue
-        elif any(p.queue_hint for p in pods):
-            name = next(p.queue_hint for p in pods if p.queue_hint)
-        elif spec is not None and spec.kueue_queue:
-            return self._kueue_queue(None, spec.namespace, spec.kueue_queue, src)
-        elif any(p.kueue_queue for p in pods):
-            p0 = next(p for p in pods if p.kueue_queue)
-            return self._kueue_queue(p0, p0.namespace, p0.kueue_queue or "", src)
-        elif pods and pods[0].namespace in self.eq_by_ns:
-            return self.eq_by_ns[pods[0].namespace]
-        elif default is None:
-            return None
-        else:
-            name = default
-        if name not in self.queues:
-            self.assumed_queues.setdefault(name, src)
-        return name
 
     # ------------------------------------------------------------------ pods
 
@@ -1087,7 +927,7 @@ class _Builder:
             spec = g.spec
             gname = spec.name if spec else (g.pending or g.running)[0].name
             queue_running = (
-                self._queue_for(g.running + g.pending, spec, None) if g.running else None
+                self.qb.queue_for(g.running + g.pending, spec, None) if g.running else None
             )
             for p in g.running:
                 if p.node_name not in self.layout_ids:
@@ -1135,7 +975,7 @@ class _Builder:
                     *where, REASON_ASSUMED, f"gang name {gname!r} is taken in {ns}: named {new!r}"
                 )
                 gname = new
-            queue = self._queue_for(g.pending + g.running, spec, self.opts.default_queue)
+            queue = self.qb.queue_for(g.pending + g.running, spec, self.opts.default_queue)
             priority = max(p.priority for p in g.pending)
             if spec is not None and (spec.priority is not None or spec.priority_class):
                 priority = self._priority_of(
@@ -1210,7 +1050,7 @@ class _Builder:
                 "tolerations": [t.model_dump() for t in p0.tolerations],
                 "pod_names": [p.name for p in pods],
             }
-            self._apply_flavors(role, p0, spec)
+            self.qb.apply_flavors(role, p0, spec)
             topo = self._resolve(p0.topology, levels, where)
             if topo is not None:
                 role["topology"] = topo.model_dump(exclude_none=True)
@@ -1221,72 +1061,6 @@ class _Builder:
                 mtm[shape[0]] = max(0, need - len(pods)) + running
             roles.append(role)
         return roles
-
-    def _apply_flavors(self, role: dict[str, Any], pod: PodInfo, spec: wl.GroupSpec | None) -> None:
-        """Kueue injects its ResourceFlavor's node labels and tolerations into the pods it
-        admits; a ClusterQueue with several flavors lets a pod go to any of them."""
-        lq = (spec.kueue_queue if spec else None) or pod.kueue_queue
-        if not lq or not hasattr(self, "local_queues"):
-            return
-        cq = self.local_queues.get((pod.namespace, lq))
-        flavors = [
-            self.flavors[f]
-            for f in dict.fromkeys(self.cq_flavors.get(cq or "", []))
-            if f in self.flavors
-        ]
-        if not flavors:
-            return
-        label_sets = [f.model.spec.node_labels for f in flavors]
-        if all(label_sets):
-            if len(label_sets) == 1:
-                for k, v in label_sets[0].items():
-                    role["node_selector"].setdefault(k, v)
-            else:
-                terms = [
-                    NodeSelectorTerm(
-                        match_expressions=tuple(
-                            NodeSelectorRequirement(key=k, operator="In", values=(v,))
-                            for k, v in sorted(ls.items())
-                        )
-                    )
-                    for ls in label_sets
-                ]
-                existing = [NodeSelectorTerm.model_validate(t) for t in role["node_affinity"]] or [
-                    None
-                ]
-                role["node_affinity"] = [
-                    (
-                        t
-                        if e is None
-                        else NodeSelectorTerm(
-                            match_expressions=e.match_expressions + t.match_expressions
-                        )
-                    ).model_dump()
-                    for e in existing
-                    for t in terms
-                ]
-        tols = list(role["tolerations"])
-        for f in flavors:
-            for i, t in enumerate(f.model.spec.tolerations):
-                try:
-                    tol = Toleration(
-                        key=t.get("key") or None,
-                        operator=t.get("operator", "Equal"),
-                        value=t.get("value", ""),
-                        effect=t.get("effect") or None,
-                    ).model_dump()
-                except ValidationError as err:
-                    self.summary.note(
-                        f.source,
-                        f.display_kind,
-                        f.key,
-                        REASON_FIELD_IGNORED,
-                        f"spec.tolerations[{i}]: {err.errors()[0]['msg']}",
-                    )
-                    continue
-                if tol not in tols:
-                    tols.append(tol)
-        role["tolerations"] = tols
 
     def _running(
         self, p: PodInfo, gang: str | None, queue: str | None, add_pods: bool
@@ -1386,13 +1160,6 @@ class _Builder:
             data[section] = [x for i, x in enumerate(data[section]) if i not in idxs]
         data["running"] = [r for r in data["running"] if r["node"] not in dropped_nodes]
         return True
-
-
-def _q(res: dict[str, int]) -> dict[str, Any]:
-    """Base-unit amounts as canonical quantity strings (what the models parse back)."""
-    from gangplan.models import format_quantity
-
-    return {k: format_quantity(k, int(v)) for k, v in res.items()}
 
 
 def _natural(name: str) -> tuple[Any, ...]:
