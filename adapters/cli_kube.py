@@ -4,7 +4,9 @@ Parses options, calls :func:`gangplan.adapters.kube_in.read_kube`, writes the in
 ``-o FILE`` (YAML, or JSON by the ``.json`` suffix) or stdout, and prints on stderr the
 summary of what was not read, by kind and reason (``-v``: every entry). A missing dump
 path or a bad option value ends with ``error: ...`` naming it and exit code 1, never a
-traceback; the content of a dump never fails the command (what cannot be read is listed).
+traceback; the content of a dump fails the command only with ``--strict`` (then every
+document that is not a valid object is an ``error: FILE#DOC: KIND NAME: reason: field:
+message`` line); otherwise what cannot be read is listed and the rest converted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import click
 from gangplan.adapters.cli_convert import convert
 from gangplan.adapters.files import dump_data
 from gangplan.adapters.kube_in import KubeInputError, KubeOptions, read_kube
+from gangplan.adapters.kube_summary import REASON_INVALID, REASON_NOT_AN_OBJECT
 from gangplan.adapters.kube_topology import PRESETS, TEMPLATES
 from gangplan.models import instance_from_snapshot
 
@@ -69,6 +72,11 @@ __all__ = ["convert", "k8s"]
     help="write the instance here (.json: JSON; else YAML); default: stdout",
 )
 @click.option("-v", "--verbose", is_flag=True, help="list every entry of the summary")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="exit 1, writing nothing, if any document is not a valid object (CI use)",
+)
 def k8s(
     dump: tuple[str, ...],
     topology_labels: str | None,
@@ -79,6 +87,7 @@ def k8s(
     default_queue: str,
     output: Path | None,
     verbose: bool,
+    strict: bool,
 ) -> None:
     """Read DUMP (kubectl get -o yaml|json output, manifests, folders, or - for stdin) into
     an instance file; list on stderr what was not read, by kind and reason."""
@@ -96,6 +105,15 @@ def k8s(
         click.echo(f"error: {err}", err=True)
         sys.exit(1)
     snap = result.snapshot
+    if strict:
+        bad = [
+            e for e in result.summary.skipped if e.reason in (REASON_INVALID, REASON_NOT_AN_OBJECT)
+        ]
+        if bad:
+            for e in bad:
+                click.echo(f"error: {e}", err=True)
+            click.echo(f"{len(bad)} problem{'s' if len(bad) != 1 else ''} found", err=True)
+            sys.exit(1)
     for w in result.warnings():
         click.echo(f"warning: {w}", err=True)
     for line in result.summary.lines(details=-1 if verbose else 3):

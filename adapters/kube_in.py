@@ -126,6 +126,7 @@ from gangplan.models import (
     Taint,
     TopologyConstraint,
 )
+from gangplan.models.instance import format_loc
 from gangplan.models.quantity import QuantityError, to_base_units
 
 __all__ = [
@@ -1128,9 +1129,12 @@ class _Builder:
                     if isinstance(ctx_err, SnapshotError):
                         problems += [(p.path, p.message) for p in ctx_err.problems]
                     else:
-                        problems.append((".".join(str(x) for x in e["loc"]), e["msg"]))
+                        problems.append((format_loc(tuple(e["loc"])), e["msg"]))
                 if not self._drop(data, problems):
-                    raise
+                    raise KubeInputError(
+                        "the dump reads into an inconsistent snapshot: "
+                        + "; ".join(f"{path}: {msg}" for path, msg in problems)
+                    ) from None
         raise RuntimeError("snapshot problems did not converge")  # pragma: no cover
 
     def _drop(self, data: dict[str, Any], problems: list[tuple[str, str]]) -> bool:

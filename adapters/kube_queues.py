@@ -44,7 +44,13 @@ from gangplan.adapters.kube_summary import (
     REASON_NOT_MAPPED,
     ReadSummary,
 )
-from gangplan.models import NodeSelectorRequirement, NodeSelectorTerm, Toleration, format_quantity
+from gangplan.models import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Queue,
+    Toleration,
+    format_quantity,
+)
 from gangplan.models.quantity import QuantityError, parse_quantity, to_base_units
 
 __all__ = ["QueueBook", "quantities"]
@@ -96,6 +102,13 @@ class QueueBook:
                 REASON_NOT_MAPPED,
                 f"queue name {name!r} is already defined by {self.sources[name]}: not used",
             )
+            return
+        try:
+            Queue.model_validate({"name": name, **q})
+        except ValidationError as err:
+            e = err.errors()[0]
+            field = ".".join(str(x) for x in e["loc"])
+            self._skip(obj, REASON_INVALID, f"{field}: {e['msg']} (got {e.get('input')!r})")
             return
         self.queues[name] = {"name": name, **q}
         self.sources[name] = f"{obj.display_kind} {obj.key}"

@@ -66,3 +66,18 @@ def test_user_errors(args: list[str], message: str) -> None:
     assert isinstance(result.exception, SystemExit)
     assert message in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_strict_fails_on_invalid_documents(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{image: x}]}\n"
+    )
+    assert run("convert", "k8s", str(bad)).exit_code == 0  # listed, not fatal
+    result = run("convert", "k8s", "--strict", str(bad))
+    assert result.exit_code == 1
+    assert (
+        f"error: {bad}#0: Pod p: invalid object: spec.containers[0].name: Field required"
+        in result.stderr
+    )
+    assert "1 problem found" in result.stderr

@@ -407,3 +407,70 @@ def test_kueue_cluster_queue_borrowing_and_weight(tmp_path: Path) -> None:
     assert (q["borrows"].max, q["borrows"].weight) == ({"nvidia.com/gpu": 24_000}, 0.5)
     # cohort, no borrowing limit: uncapped
     assert q["unbounded"].max == {}
+
+
+def test_invalid_queue_is_listed_and_its_gangs_get_an_assumed_queue(tmp_path: Path) -> None:
+    q = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "big"},
+        "spec": {"weight": 2_000_000},
+    }
+    r = dump(tmp_path, q, pod("p", annotations={"scheduling.volcano.sh/queue-name": "big"}))
+    (e,) = r.summary.skipped
+    # gangplan's weights stop at 10^6 (models.Queue)
+    assert (e.kind, e.reason) == ("Queue.scheduling.volcano.sh", REASON_INVALID)
+    assert e.detail.startswith("weight: Input should be less than or equal to 1000000")
+    assert r.snapshot.queue_by_name["big"].weight == 1.0
+    assert r.snapshot.gangs[0].queue == "big"
+
+
+def test_koordinator_device_with_gpus_and_rdma(tmp_path: Path) -> None:
+    """4 GPUs and 2 RDMA NICs on 2 NUMA nodes, one PCIe switch each (2 GPUs + 1 NIC)."""
+
+    def dev(kind: str, minor: int, numa: int, pcie: str) -> dict[str, Any]:
+        return {
+            "id": f"{kind}-{minor}",
+            "minor": minor,
+            "type": kind,
+            "health": True,
+            "topology": {"nodeID": numa, "pcieID": pcie, "socketID": numa},
+        }
+
+    device = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": "n1"},
+        "spec": {
+            "devices": [
+                dev("gpu", 0, 0, "pci0"),
+                dev("gpu", 1, 0, "pci0"),
+                dev("gpu", 2, 1, "pci1"),
+                dev("gpu", 3, 1, "pci1"),
+                dev("rdma", 0, 0, "pci0"),
+                dev("rdma", 1, 1, "pci1"),
+            ]
+        },
+    }
+    running = pod(
+        "r",
+        node_name="n1",
+        gpus=1,
+        annotations={
+            "scheduling.koordinator.sh/device-allocated": (
+                '{"gpu":[{"minor":2}],"rdma":[{"minor":1}]}'
+            )
+        },
+    )
+    r = dump(tmp_path, node("n1", gpus=4, nics=2), device, running)
+    n = r.snapshot.nodes[0]
+    assert n.devices is not None
+    assert [
+        (x.name, [(s.name, s.gpus, s.nics) for s in x.pcie_switches]) for x in n.devices.numa_nodes
+    ] == [
+        ("numa0", [("pci0", ("gpu-0", "gpu-1"), ("rdma-0",))]),
+        ("numa1", [("pci1", ("gpu-2", "gpu-3"), ("rdma-1",))]),
+    ]
+    # the running pod's minors name the Device's ids
+    assert r.snapshot.running[0].devices == ("gpu-2", "rdma-1")
+    assert r.snapshot.metadata["kubernetes"]["device_minors"]["n1"]["rdma-1"] == 1
