@@ -6,7 +6,8 @@ returns the snapshot and a :class:`~gangplan.adapters.kube_summary.ReadSummary` 
 everything not read, by kind and reason. It never raises for the content of a dump: a
 document that is not an object, an invalid object, a kind gangplan does not read, a pod
 whose PodGroup is missing — each is listed. It raises :class:`KubeInputError` only for a
-path that does not exist or a bad option value.
+path that does not exist, a bad option value, or (never seen on real dumps) objects that
+read into a snapshot the models reject as a whole.
 
 What becomes what (field by field; sources in the docstrings of the modules named):
 
@@ -29,16 +30,9 @@ bound ``Pod`` (``spec.nodeName``, not      ``RunningPod`` (devices from Koordina
 Succeeded/Failed)                          ``device-allocated`` annotation)
 PodGroups, Volcano/Kubeflow/batch jobs,    ``Gang`` with roles
 JobSets, ReplicaSets, ...                  (:mod:`~gangplan.adapters.kube_workloads`)
-Volcano ``Queue``                          ``Queue``: ``weight`` (0 -> 1, Volcano's default),
-                                           ``deserved`` (else ``guarantee.resource``) as
-                                           guaranteed, ``capability`` as max
-Kueue ``ClusterQueue``                     ``Queue``: ``fairSharing.weight`` (default 1);
-                                           guaranteed = nominal quotas summed over flavors;
-                                           max = nominal + ``borrowingLimit`` (no cohort:
-                                           nominal; a flavor without a limit: uncapped)
-scheduler-plugins ``ElasticQuota``         ``Queue`` ``namespace/name``: ``min`` as
-                                           guaranteed, ``max`` as max (every pod of the
-                                           namespace is charged to it)
+Volcano ``Queue``, Kueue ``ClusterQueue``  ``Queue`` (:mod:`~gangplan.adapters.kube_queues`)
+(``LocalQueue``, ``ResourceFlavor``),
+scheduler-plugins ``ElasticQuota``
 ``PriorityClass``, Kueue                   ``Gang.priority``, ``RunningPod.priority``
 ``WorkloadPriorityClass``
 =========================================  ===============================================
@@ -54,11 +48,9 @@ topology and role label) form one role, whose ``pod_names`` are the pods'. When 
 of a gang already run, they stay fixed and the pending ones form the gang with minimum
 ``max(1, minimum - running)``.
 
-Its queue is, in this order: the gang object's (Volcano ``spec.queue``, Kubeflow
-``schedulingPolicy.queue``), the pod's ``scheduling.volcano.sh/queue-name`` annotation, its
-Kueue ``kueue.x-k8s.io/queue-name`` label (LocalQueue -> ClusterQueue), the ElasticQuota
-of its namespace, else ``default``. A queue named but not in the dump is created with
-weight 1 and no limits (listed in the notes).
+Its queue: see :mod:`~gangplan.adapters.kube_queues`. A gang, running pod or node that the
+snapshot's own checks still reject (e.g. a fractional extended resource) is removed and
+listed with the problem.
 """
 
 from __future__ import annotations
