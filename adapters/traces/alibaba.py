@@ -282,8 +282,8 @@ def assign_leaves(nodes: Sequence[OpenbNode], leaf_size: int) -> list[str]:
     """
     if leaf_size < 1:
         raise ValueError(f"leaf size must be >= 1 (got {leaf_size})")
-    types = unique(n.machine_type for n in nodes)  # type: ignore[arg-type]
-    order = sorted(range(len(nodes)), key=lambda i: (types.index(nodes[i].machine_type), i))
+    types = {t: i for i, t in enumerate(unique(n.machine_type for n in nodes))}
+    order = sorted(range(len(nodes)), key=lambda i: (types[nodes[i].machine_type], i))
     leaf_of = [""] * len(nodes)
     leaf = 0
     for _, members in groupby(order, key=lambda i: nodes[i].machine_type):

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -46,6 +46,8 @@ __all__ = [
     "snapshot_of",
     "split_gpus",
 ]
+
+T = TypeVar("T")
 
 MAX_PROBLEMS = 20
 """A bad CSV lists at most this many problems (then how many more there were)."""
@@ -438,6 +440,6 @@ def write_text(path: str | Path, text: str) -> None:
     tmp.replace(p)
 
 
-def unique(items: Iterable[str]) -> list[str]:
+def unique(items: Iterable[T]) -> list[T]:
     """``items`` without repeats, in first-seen order."""
     return list(dict.fromkeys(items))

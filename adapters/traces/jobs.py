@@ -74,8 +74,9 @@ __all__ = [
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 ITP_COLUMNS = ("job_id", "submission_time", "duration", "num_gpu")
 FORMATS = ("philly", "itp")
-DEFAULT_CLUSTER = {"spines": 4, "leaves_per_spine": 8, "nodes_per_leaf": 16, "layout": "hgx8"}
-"""The fat-tree used when no cluster file is given (512 nodes, 4,096 GPUs)."""
+DEFAULT_CLUSTER: tuple[int, int, int, str] = (4, 8, 16, "hgx8")
+"""The fat-tree used when no cluster file is given: spines, leaves per spine, nodes per leaf,
+layout (512 nodes, 4,096 GPUs)."""
 
 _SOURCES = {
     "philly": {
@@ -294,7 +295,7 @@ def convert_jobs(
         _, cluster_data = read_data(cluster)
         where = f"cluster file {Path(cluster).name}"
     else:
-        cluster_data = fat_tree_cluster(**DEFAULT_CLUSTER)  # type: ignore[arg-type]
+        cluster_data = fat_tree_cluster(*DEFAULT_CLUSTER)
         cluster_snapshot, _ = snapshot_of("<generated cluster>", cluster_data)
         cluster_data["metadata"] = {
             "name": "fat-tree-4x8x16-hgx8",
