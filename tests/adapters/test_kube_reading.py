@@ -474,3 +474,39 @@ def test_koordinator_device_with_gpus_and_rdma(tmp_path: Path) -> None:
     # the running pod's minors name the Device's ids
     assert r.snapshot.running[0].devices == ("gpu-2", "rdma-1")
     assert r.snapshot.metadata["kubernetes"]["device_minors"]["n1"]["rdma-1"] == 1
+
+
+@pytest.mark.parametrize(
+    ("min_available", "expected"),
+    [
+        # unset: Volcano's webhook makes it the sum of task minimums, 1 + 2 = 3 of 5 pods;
+        # 3 >= 1 + 2, so the task minimums hold (CheckTaskReady): ps 1, worker 2
+        (None, (3, {"ps": 1, "worker": 2})),
+        # 4 >= 3: the task minimums still hold
+        (4, (4, {"ps": 1, "worker": 2})),
+        # 2 < 1 + 2: Volcano skips the task minimums; the roles have none
+        (2, (2, {"ps": None, "worker": None})),
+    ],
+)
+def test_volcano_task_minimums(
+    tmp_path: Path, min_available: int | None, expected: tuple[int, dict[str, int | None]]
+) -> None:
+    def task(name: str, replicas: int, minimum: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "replicas": replicas,
+            "minAvailable": minimum,
+            "template": {"spec": {"containers": [{"name": "c"}]}},
+        }
+
+    spec: dict[str, Any] = {"tasks": [task("ps", 1, 1), task("worker", 4, 2)]}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": spec,
+    }
+    (g,) = dump(tmp_path, job).snapshot.gangs
+    assert (g.min_member, {r.name: r.min_member for r in g.roles}) == expected
