@@ -324,5 +324,11 @@ class ClusterState:
         total = GPU_MILLI * len(st.gpu_order)
         return 0.0 if total == 0 else 1 - sum(st.gpu_milli.values()) / total
 
+    def version(self, node: str) -> int:
+        """A counter that changes whenever ``node``'s free amounts may have changed (``place``,
+        ``remove``, and the trials of ``pod_capacity``); callers cache per-node values
+        against it (e.g. the FGD placer's fragmentation)."""
+        return self._version.get(node, 0)
+
     def nodes_named(self, names: Iterable[str]) -> list[NodeState]:
         return [self.nodes[n] for n in names]
