@@ -49,8 +49,10 @@ class SolverConfig:
     deterministic_time: float = 20.0
     reason_share: float = 0.1
     exact_limit: int = 6_000
-    max_candidates: int = 0
-    """per item, keep at most this many candidate nodes (0: all; exact)."""
+    max_pairs: int = 40_000
+    """largest number of (item, candidate node) pairs kept; above it each item keeps the
+    nodes its incumbent uses plus its best-fitting candidates (reported in the notes; the
+    model may then miss a better plan). 0: keep all (exact)."""
 
 
 @dataclass

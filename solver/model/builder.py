@@ -183,7 +183,7 @@ def solve_model(
     Returns pods (None when CP-SAT found no solution in time), tier reports and model size.
     """
     started = time.monotonic()
-    ix = build_index(ctx, cfg, previous)
+    ix = build_index(ctx, cfg, previous, incumbent)
     notes = list(ix.notes)
     if not ix.items:
         return ModelOutcome(CycleStatus.OPTIMAL, [], notes=notes + ["nothing can be placed"])

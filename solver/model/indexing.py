@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from gangplan.models import GPU_MILLI, Gang, Plan, Role, Snapshot
+from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot
 from gangplan.solver.baselines import BaselineContext
 from gangplan.solver.result import SolverConfig
 from gangplan.solver.state import ClusterState
@@ -148,6 +148,7 @@ def build_index(
     ctx: BaselineContext,
     config: SolverConfig,
     previous: Plan | None,
+    incumbent: list[PodPlacement] | None = None,
 ) -> Index:
     """Items, shapes, candidates and blocks for one cycle (see the module docstring)."""
     s = ctx.snapshot
@@ -249,10 +250,18 @@ def build_index(
         items.append(item)
         groups.append(Group(gid, gangs, [item.id], multi=False))
 
+    notes: list[str] = []
+    total = sum(len(it.candidates) for it in items)
+    if config.max_pairs and total > config.max_pairs:
+        _prune(items, state, node_names, incumbent or [], config.max_pairs)
+        notes.append(
+            f"candidates pruned: {total} item-node pairs cut to "
+            f"{sum(len(it.candidates) for it in items)} (incumbent's nodes and best-fitting "
+            "nodes kept); the model may miss a better plan"
+        )
     multi_pairs = sum(len(items[i].candidates) for g in groups if g.multi for i in g.items)
     all_pairs = sum(len(it.candidates) for it in items)
     exact = topo.leaf_level is None or (multi_pairs + all_pairs) <= config.exact_limit
-    notes: list[str] = []
     # blocks
     if exact:
         blocks = [Block(i, n, (i,)) for i, n in enumerate(node_names)]
@@ -335,3 +344,40 @@ def _may_fit(
         if ok and total >= gang.min_size:
             return True
     return False
+
+
+def _prune(
+    items: list[Item],
+    state: ClusterState,
+    node_names: list[str],
+    incumbent: list[PodPlacement],
+    max_pairs: int,
+) -> None:
+    """Keep, per item, the nodes the incumbent uses for it and its best-fitting candidates
+    (fewest whole GPUs left after one pod, then least CPU left), within ``max_pairs``."""
+    nidx = {n: i for i, n in enumerate(node_names)}
+    used: dict[int, set[int]] = defaultdict(set)
+    owner = {(g.key, it.role.name): it.id for it in items for g in it.gangs}
+    for p in incumbent:
+        i = owner.get((f"{p.namespace}/{p.gang}", p.role))
+        if i is not None and p.node in nidx:
+            used[i].add(nidx[p.node])
+    share = max(4, max_pairs // max(1, len(items)))
+    for it in items:
+        if len(it.candidates) <= share:
+            continue
+        req = it.role.requests
+
+        def fit(n: int, req: dict[str, int] = req) -> tuple[int, int]:
+            st = state.nodes[node_names[n]]
+            free_gpu = sum(1 for m in st.gpu_milli.values() if m == GPU_MILLI)
+            want = max(1, req.get(state.gpu, 0) // GPU_MILLI)
+            return (free_gpu - want, st.resources.get("cpu", 0) - req.get("cpu", 0))
+
+        keep = set(used.get(it.id, set()))
+        for n in sorted(it.candidates, key=lambda n: (fit(n), n)):
+            if len(keep) >= share + len(used.get(it.id, set())):
+                break
+            keep.add(n)
+        it.candidates = sorted(keep)
+        it.cap = {n: c for n, c in it.cap.items() if n in keep}
