@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from gangplan.models import Plan, PlanSummary, PodPlacement, Snapshot, TierReport
+from gangplan.models import Gang, Plan, PlanSummary, PodPlacement, Snapshot, TierReport
 from gangplan.solver.baselines import BASELINES, BaselineContext
 from gangplan.solver.fairness import fair_shares
 from gangplan.solver.reasons import explain_pending
@@ -95,7 +95,7 @@ def solve_cycle(
     Returns:
         A :class:`CycleResult` whose plan passes :func:`~gangplan.solver.verify.verify`.
     """
-    from gangplan.solver.model.builder import solve_model
+    from gangplan.solver.model.builder import gang_fits, solve_model
 
     cfg = config or SolverConfig()
     started = time.monotonic()
@@ -148,6 +148,10 @@ def solve_cycle(
         if status not in (CycleStatus.FALLBACK, CycleStatus.INCUMBENT):
             status = CycleStatus.INCUMBENT
     reason_budget = max(0.0, cfg.time_limit_s - (time.monotonic() - started))
+
+    def exact_check(gang: Gang, empty: bool, seconds: float) -> bool | None:
+        return gang_fits(ctx, gang, empty, seconds, cfg.seed)
+
     plan, sc = _finish(
         ctx,
         pods,
@@ -159,7 +163,7 @@ def solve_cycle(
         model_size=outcome.model_size,
         notes=notes,
         reason_budget=min(reason_budget, cfg.time_limit_s * cfg.reason_share),
-        exact_check=outcome.exact_check,
+        exact_check=exact_check,
     )
     return CycleResult(
         status=status,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from gangplan.models import GPU_MILLI, Plan, PodPlacement, TierReport
+from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, TierReport
 from gangplan.solver.baselines import BaselineContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
@@ -302,6 +302,35 @@ def solve_model(
         model_size=size,
         notes=notes,
     )
+
+
+def gang_fits(ctx: BaselineContext, gang: Gang, empty: bool, seconds: float, seed: int = 0) -> bool | None:
+    """Exact check for the reasons: can ``gang`` alone be admitted (on the empty cluster
+    when ``empty``, else in what running pods leave), within its queue's max?
+
+    Returns True / False, or None when CP-SAT cannot tell within ``seconds``.
+    """
+    ix = build_index(ctx, SolverConfig(max_pairs=0), None, gangs=[gang], empty=empty)
+    if gang.key in ix.left_out or not ix.items:
+        return False
+    model = cp_model.CpModel()
+    v = Variables.create(model, ix)
+    Constraints(model, ix, v).add_all()
+    group = ix.groups[0]
+    if group.multi:
+        model.Add(v.admit[group.id] == 1)
+    else:
+        model.Add(v.placed(group.items[0]) >= 1)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = seed
+    solver.parameters.max_time_in_seconds = max(0.01, seconds)
+    st = solver.Solve(model)
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return True
+    if st == cp_model.INFEASIBLE:
+        return False
+    return None
 
 
 # --------------------------------------------------------------------------- counts -> pods

@@ -304,7 +304,7 @@ class Constraints:
         """A queue's running usage plus what the cycle admits stays within its max."""
         s = self.ix.snapshot
         running: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for pod in s.running:
+        for pod in () if self.ix.empty else s.running:
             if pod.queue is not None:
                 for r, val in pod.requests.items():
                     running[pod.queue][r] += val

@@ -129,6 +129,7 @@ class Index:
     left_out: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     state: ClusterState | None = None
+    empty: bool = False
 
     @property
     def node_index(self) -> dict[str, int]:
@@ -149,11 +150,19 @@ def build_index(
     config: SolverConfig,
     previous: Plan | None,
     incumbent: list[PodPlacement] | None = None,
+    *,
+    gangs: list[Gang] | None = None,
+    empty: bool = False,
 ) -> Index:
-    """Items, shapes, candidates and blocks for one cycle (see the module docstring)."""
+    """Items, shapes, candidates and blocks for one cycle (see the module docstring).
+
+    ``gangs``: only these pending gangs (default: all); ``empty``: as if no pod ran
+    (allocatable instead of free; queue usage from running pods ignored) — both for the
+    exact "does this gang fit alone" check of the reasons.
+    """
     s = ctx.snapshot
     topo = ctx.topo
-    state = ClusterState(s, topo)
+    state = ClusterState(s, topo, empty=empty)
     node_names = [n.name for n in s.nodes]
     nidx = {n: i for i, n in enumerate(node_names)}
     prev_nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -192,7 +201,7 @@ def build_index(
     groups: list[Group] = []
     left_out: list[str] = []
     singles: dict[tuple[object, ...], list[Gang]] = defaultdict(list)
-    for gang in s.gangs:
+    for gang in s.gangs if gangs is None else gangs:
         if gang.size == 1 and gang.key not in prev_gangs:
             role = gang.roles[0]
             key = (
@@ -316,6 +325,7 @@ def build_index(
         left_out=left_out,
         notes=notes,
         state=state,
+        empty=empty,
     )
 
 
