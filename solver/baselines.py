@@ -451,3 +451,5 @@ BASELINES: dict[str, Placer] = {
     "topology-fit": topology_fit,
 }
 """Every baseline by name; the cycle keeps the best of all as CP-SAT's incumbent."""
+
+import gangplan.solver.fgd  # noqa: E402, F401  (registers "fgd" in BASELINES)
