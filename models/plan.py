@@ -105,9 +105,7 @@ class Plan(_Frozen):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    api_version: Literal["gangplan.io/v1alpha1"] = Field(
-        "gangplan.io/v1alpha1", alias="apiVersion"
-    )
+    api_version: Literal["gangplan.io/v1alpha1"] = Field("gangplan.io/v1alpha1", alias="apiVersion")
     kind: Literal["Plan"] = "Plan"
     gangs: tuple[GangOutcome, ...] = ()
     pods: tuple[PodPlacement, ...] = ()

@@ -88,7 +88,9 @@ def parse_quantity(value: object) -> Fraction:
         QuantityError: not a quantity (e.g. ``"abc"``, ``"1.2.3"``, ``True``, ``None``).
     """
     if isinstance(value, bool) or value is None:
-        raise QuantityError(f"{value!r} is not a Kubernetes quantity (accepted: {QUANTITY_EXAMPLES})")
+        raise QuantityError(
+            f"{value!r} is not a Kubernetes quantity (accepted: {QUANTITY_EXAMPLES})"
+        )
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):

@@ -24,7 +24,8 @@ gangplan               Volcano / Kueue / scheduler-plugins / Koordinator
                        (``SamePCIe`` = ``pcie``, ``SameNUMA`` = ``numa``)
 ``Queue.weight``       Volcano Queue ``weight``; Kueue ``fairSharing.weight`` (0 = served last)
 ``Queue.guaranteed``   Volcano ``deserved``; Kueue ``nominalQuota``; ElasticQuota ``min``
-``Queue.max``          Volcano ``capability``; Kueue nominal + ``borrowingLimit``; ElasticQuota ``max``
+``Queue.max``          Volcano ``capability``; Kueue nominal + ``borrowingLimit``;
+                       ElasticQuota ``max``
 ``Level``              Kueue ``Topology`` level (``nodeLabel``); Volcano HyperNode tier
 =====================  ==========================================================================
 
@@ -139,9 +140,10 @@ class NodeSelectorRequirement(_Frozen):
             raise ValueError(f"operator {self.operator} needs at least one value")
         if self.operator in ("Exists", "DoesNotExist") and self.values:
             raise ValueError(f"operator {self.operator} takes no values")
-        if self.operator in ("Gt", "Lt"):
-            if len(self.values) != 1 or not self.values[0].lstrip("-").isdigit():
-                raise ValueError(f"operator {self.operator} takes exactly one integer value")
+        if self.operator in ("Gt", "Lt") and (
+            len(self.values) != 1 or not self.values[0].lstrip("-").isdigit()
+        ):
+            raise ValueError(f"operator {self.operator} takes exactly one integer value")
         return self
 
     def matches(self, labels: dict[str, str]) -> bool:
@@ -434,7 +436,8 @@ class RunningPod(_Frozen):
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with an input: where (``gangs[3].roles[0].count``), what, what is accepted."""
+    """One thing wrong with an input: where (``gangs[3].roles[0].count``), what is wrong,
+    and what is accepted."""
 
     path: str
     message: str
@@ -644,7 +647,7 @@ def _dups(names: list[str]) -> set[str]:
     return {n for n, c in Counter(names).items() if c > 1}
 
 
-def _problems(s: Snapshot) -> Iterator[Problem]:  # noqa: C901 - a flat list of checks
+def _problems(s: Snapshot) -> Iterator[Problem]:
     level_names = [lv.name for lv in s.levels]
     for i, name in enumerate(level_names):
         if name == "node":
@@ -655,8 +658,7 @@ def _problems(s: Snapshot) -> Iterator[Problem]:  # noqa: C901 - a flat list of 
     accepted_levels = ", ".join(repr(n) for n in [*level_names, "node"])
 
     for name, layout in s.device_layouts.items():
-        for prob in _layout_problems(layout, f"device_layouts.{name}"):
-            yield prob
+        yield from _layout_problems(layout, f"device_layouts.{name}")
 
     node_names = [n.name for n in s.nodes]
     dup_nodes = _dups(node_names)
@@ -683,7 +685,10 @@ def _problems(s: Snapshot) -> Iterator[Problem]:  # noqa: C901 - a flat list of 
         yield from _whole_units(node.allocatable, f"{path}.allocatable", fractional_ok=set())
         if node.has_device_topology:
             layout = s.layout_of(node)
-            for res, ids, what in ((s.gpu, layout.gpu_ids, "GPUs"), (s.nic, layout.nic_ids, "NICs")):
+            for res, ids, what in (
+                (s.gpu, layout.gpu_ids, "GPUs"),
+                (s.nic, layout.nic_ids, "NICs"),
+            ):
                 have = node.allocatable.get(res, 0)
                 if have != GPU_MILLI * len(ids):
                     yield Problem(
@@ -828,9 +833,7 @@ def _derive(s: Snapshot) -> _Derived:
     for level in s.levels:
         for node in s.nodes:
             if s.domain_name(node, level) is None:
-                how = (
-                    f"label {level.node_label!r}" if level.node_label else "explicit membership"
-                )
+                how = f"label {level.node_label!r}" if level.node_label else "explicit membership"
                 out.warnings.append(
                     f"node {node.name!r} has no {how} for level {level.name!r}: "
                     f"it joins no {level.name} domain"
@@ -913,9 +916,7 @@ def _derive(s: Snapshot) -> _Derived:
                     f"node {node.name!r}: running pod {pod.name!r} holds {need} GPUs but only "
                     f"{len(taken)} GPU devices are left for it (a GPU was lost?)"
                 )
-        free = {
-            res: max(0, amount - held.get(res, 0)) for res, amount in node.allocatable.items()
-        }
+        free = {res: max(0, amount - held.get(res, 0)) for res, amount in node.allocatable.items()}
         out.free[node.name] = NodeFree(
             resources=free,
             gpu_milli=gpu_milli,

@@ -64,9 +64,7 @@ def _finish(
     return plan.model_copy(update={"summary": summary}), sc
 
 
-def run_baseline(
-    snapshot: Snapshot, name: str, previous: Plan | None = None
-) -> CycleResult:
+def run_baseline(snapshot: Snapshot, name: str, previous: Plan | None = None) -> CycleResult:
     """Run one baseline placer by name (``greedy``, ``topology-fit``, ...)."""
     started = time.monotonic()
     ctx = BaselineContext(snapshot, build_topology(snapshot), fair_shares(snapshot))

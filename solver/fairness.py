@@ -80,9 +80,7 @@ class FairShares:
     def dominant(self, queue: str, added: dict[str, int]) -> int:
         """Dominant share (ppm) of ``queue`` with ``added`` ppm per resource on its running base."""
         base = self.base.get(queue, {})
-        return max(
-            (base.get(r, 0) + added.get(r, 0) for r in self.resources), default=0
-        )
+        return max((base.get(r, 0) + added.get(r, 0) for r in self.resources), default=0)
 
 
 def _share_resources(snapshot: Snapshot) -> tuple[str, ...]:
@@ -108,9 +106,7 @@ def fair_shares(snapshot: Snapshot) -> FairShares:
             for r in active:
                 running[pod.queue][r] += pod.requests.get(r, 0)
     fs.base = {
-        q.name: {
-            r: (2 * PPM * running[q.name][r] + totals[r]) // (2 * totals[r]) for r in active
-        }
+        q.name: {r: (2 * PPM * running[q.name][r] + totals[r]) // (2 * totals[r]) for r in active}
         for q in snapshot.queues
     }
     used = {r: sum(fs.base[q][r] for q in fs.base) for r in active}
@@ -219,6 +215,7 @@ def _raise(
     hits its demand, its max, its ``ceiling`` or a resource it needs runs out."""
     active = [f for f in fillers if f.t < f.t_max]
     while active:
+
         def cost(level: float, group: list[_Filler] = active) -> dict[str, float]:
             use = {r: 0.0 for r in left}
             for f in group:
@@ -233,10 +230,13 @@ def _raise(
         def fits(level: float) -> bool:
             return all(u <= left[r] + 1e-9 for r, u in cost(level).items())
 
-        hi = max(
-            (f.dominant(f.t_max) / weight[f.name] for f in active if weight[f.name] > 0),
-            default=0.0,
-        ) + 1.0
+        hi = (
+            max(
+                (f.dominant(f.t_max) / weight[f.name] for f in active if weight[f.name] > 0),
+                default=0.0,
+            )
+            + 1.0
+        )
         lo = 0.0
         if fits(hi):
             lo = hi

@@ -95,7 +95,11 @@ def _why_no_candidates(ctx: BaselineContext, gang: Gang, role: Role) -> str:
             counts["not Ready or unschedulable"] += 1
         elif not role.admits(node):
             counts["its node selector, affinity or taints"] += 1
-        elif gang.gpu_models and role.requests.get(s.gpu, 0) and node.gpu_model not in gang.gpu_models:
+        elif (
+            gang.gpu_models
+            and role.requests.get(s.gpu, 0)
+            and node.gpu_model not in gang.gpu_models
+        ):
             counts[f"GPU model (accepts {'/'.join(gang.gpu_models)})"] += 1
         elif gang.joint != "none" and role.requests.get(s.nic, 0) and not node.has_device_topology:
             counts["no declared PCIe layout for joint allocation"] += 1
@@ -151,7 +155,9 @@ def _fit_alone(ctx: BaselineContext, cap: _Capacity, gang: Gang, where: str) -> 
             sum(1 for m in cap.state.nodes[n].gpu_milli.values() if m == GPU_MILLI)
             for n in {n for r in gang.roles for n in cap.state.candidates(gang, r)}
         )
-        gpus_needed = sum(r.requests.get(s.gpu, 0) * gang.role_min(r) for r in gang.roles) // GPU_MILLI
+        gpus_needed = (
+            sum(r.requests.get(s.gpu, 0) * gang.role_min(r) for r in gang.roles) // GPU_MILLI
+        )
         nodes_ok = len({n for caps in per_role.values() for n in caps})
         if free_gpus >= max(gpus_needed, need * gpu_pod // GPU_MILLI // max(1, len(gang.roles))):
             return _Fit(
@@ -244,7 +250,11 @@ def explain_pending(
             if fit.ok and len(gang.roles) > 1 and exact_check is not None:
                 left = deadline - time.monotonic()
                 if left > 0 and exact_check(gang, True, left) is False:
-                    fit = _Fit(False, f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds no placement even on the empty cluster")
+                    fit = _Fit(
+                        False,
+                        f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds "
+                        "no placement even on the empty cluster",
+                    )
             if not fit.ok:
                 reason = PendingReason(kind="never_fits", message=fit.message)
         if reason is None:
@@ -264,9 +274,15 @@ def explain_pending(
             if fit.ok and len(gang.roles) > 1 and exact_check is not None:
                 left = deadline - time.monotonic()
                 if left > 0 and exact_check(gang, False, left) is False:
-                    fit = _Fit(False, f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds no placement in what running pods leave")
+                    fit = _Fit(
+                        False,
+                        f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds "
+                        "no placement in what running pods leave",
+                    )
             if not fit.ok:
-                reason = PendingReason(kind="blocked", message=fit.message + " (running pods hold the rest)")
+                reason = PendingReason(
+                    kind="blocked", message=fit.message + " (running pods hold the rest)"
+                )
         if reason is None:
             reason = _lost(ctx, gang, placed, admitted, gangs)
         out[gang.key] = reason

@@ -56,9 +56,13 @@ def static_ok(snapshot: Snapshot, gang: Gang, role: Role, node: Node, topo: Topo
     if gang.joint != "none" and role.requests.get(snapshot.nic, 0) and not node.has_device_topology:
         return False
     for tc in (gang.topology, role.topology):
-        if tc is not None and tc.required is not None and tc.required != "node":
-            if topo.domain_of(node.name, tc.required) is None:
-                return False
+        if (
+            tc is not None
+            and tc.required is not None
+            and tc.required != "node"
+            and topo.domain_of(node.name, tc.required) is None
+        ):
+            return False
     return True
 
 
@@ -105,9 +109,7 @@ class ClusterState:
                 groups = topology.joint_groups(node.name, policy)
                 if groups:
                     st.groups[policy] = {g.name: (g.gpus, g.nics) for g in groups}  # type: ignore[assignment]
-                    st.group_of[policy] = {
-                        d: g.name for g in groups for d in (*g.gpus, *g.nics)
-                    }
+                    st.group_of[policy] = {d: g.name for g in groups for d in (*g.gpus, *g.nics)}
             self.nodes[node.name] = st
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._version: dict[str, int] = {}
@@ -199,7 +201,10 @@ class ClusterState:
         if not groups:
             return None
         avail = {
-            g: ([d for d in gpus if st.gpu_milli[d] == GPU_MILLI], [n for n in nics if n in st.nics])
+            g: (
+                [d for d in gpus if st.gpu_milli[d] == GPU_MILLI],
+                [n for n in nics if n in st.nics],
+            )
             for g, (gpus, nics) in groups.items()
         }
         if nic == need:

@@ -70,9 +70,13 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
     for p in plan.pods:
         gang = gangs.get(f"{p.namespace}/{p.gang}")
         if gang is None:
-            yield Violation("references", f"pod {p.pod!r} names unknown gang {p.namespace}/{p.gang}")
+            yield Violation(
+                "references", f"pod {p.pod!r} names unknown gang {p.namespace}/{p.gang}"
+            )
         elif all(r.name != p.role for r in gang.roles):
-            yield Violation("references", f"pod {p.pod!r} names unknown role {p.role!r} of {gang.key}")
+            yield Violation(
+                "references", f"pod {p.pod!r} names unknown role {p.role!r} of {gang.key}"
+            )
         else:
             role = gang.role(p.role)
             names = pod_names.get((gang.key, role.name))
@@ -84,7 +88,8 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
                 shown = ", ".join(first) + (", ..." if len(names) > 8 else "")
                 yield Violation(
                     "references",
-                    f"pod {p.pod!r} is not a pod of {gang.key} role {role.name!r} (its pods: {shown})",
+                    f"pod {p.pod!r} is not a pod of {gang.key} role {role.name!r} (its pods: "
+                    f"{shown})",
                 )
         if p.node not in s.node_by_name:
             yield Violation("references", f"pod {p.pod!r} is placed on unknown node {p.node!r}")
@@ -106,10 +111,13 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
         if o.placed != placed.get(o.key, 0):
             yield Violation(
                 "references",
-                f"gang {o.key}: outcome says {o.placed} pods placed, the plan has {placed.get(o.key, 0)}",
+                f"gang {o.key}: outcome says {o.placed} pods placed, the plan has "
+                f"{placed.get(o.key, 0)}",
             )
         if o.admitted != (o.placed > 0):
-            yield Violation("references", f"gang {o.key}: admitted={o.admitted} with {o.placed} pods")
+            yield Violation(
+                "references", f"gang {o.key}: admitted={o.admitted} with {o.placed} pods"
+            )
         if not o.admitted and o.reason is None:
             yield Violation("references", f"gang {o.key} is pending without a reason")
         gang = gangs.get(o.key)
@@ -117,7 +125,9 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
             if gang is None:
                 break
             if all(r.name != role_name for r in gang.roles):
-                yield Violation("references", f"gang {o.key}: outcome names unknown role {role_name!r}")
+                yield Violation(
+                    "references", f"gang {o.key}: outcome names unknown role {role_name!r}"
+                )
             elif n != per_role.get((o.key, role_name), 0):
                 yield Violation(
                     "references",
@@ -127,9 +137,10 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
 
 
 def check_gang_minimums(ctx: _Ctx) -> Iterator[Violation]:
-    """Gang atomicity: 0 pods, or between the gang's and each role's min_member and the full size."""
+    """Gang atomicity: 0 pods, or between the gang's and each role's min_member and the full
+    size."""
     per_role: dict[str, Counter[str]] = defaultdict(Counter)
-    for p, gang, role in ctx.pods:
+    for _p, gang, role in ctx.pods:
         per_role[gang.key][role.name] += 1
     for key, counts in per_role.items():
         gang = ctx.snapshot.gang_by_key[key]
@@ -137,16 +148,20 @@ def check_gang_minimums(ctx: _Ctx) -> Iterator[Violation]:
         if total < gang.min_size:
             yield Violation(
                 "gang",
-                f"gang {key}: {total} pods placed, below its minimum {gang.min_size} (all or nothing)",
+                f"gang {key}: {total} pods placed, below its minimum {gang.min_size} (all or "
+                "nothing)",
             )
         for role in gang.roles:
             n = counts.get(role.name, 0)
             if n > role.count:
-                yield Violation("gang", f"gang {key} role {role.name}: {n} pods, more than its {role.count}")
+                yield Violation(
+                    "gang", f"gang {key} role {role.name}: {n} pods, more than its {role.count}"
+                )
             if n < gang.role_min(role):
                 yield Violation(
                     "gang",
-                    f"gang {key} role {role.name}: {n} pods, below its min_member {gang.role_min(role)}",
+                    f"gang {key} role {role.name}: {n} pods, below its min_member "
+                    f"{gang.role_min(role)}",
                 )
 
 
@@ -160,7 +175,9 @@ def check_node_readiness(ctx: _Ctx) -> Iterator[Violation]:
         if not node.ready:
             yield Violation("readiness", f"pod {p.pod!r} on node {node.name!r}, which is not Ready")
         if node.unschedulable:
-            yield Violation("readiness", f"pod {p.pod!r} on node {node.name!r}, which is unschedulable")
+            yield Violation(
+                "readiness", f"pod {p.pod!r} on node {node.name!r}, which is unschedulable"
+            )
         for taint in node.taints:
             if taint.effect == "PreferNoSchedule":
                 continue
@@ -181,16 +198,24 @@ def check_selectors(ctx: _Ctx) -> Iterator[Violation]:
         for k, v in role.node_selector.items():
             if node.labels.get(k) != v:
                 yield Violation(
-                    "selector", f"pod {p.pod!r} needs label {k}={v}; node {node.name!r} has {node.labels.get(k)!r}"
+                    "selector",
+                    f"pod {p.pod!r} needs label {k}={v}; node {node.name!r} has "
+                    f"{node.labels.get(k)!r}",
                 )
         if role.node_affinity and not any(t.matches(node.labels) for t in role.node_affinity):
-            yield Violation("affinity", f"pod {p.pod!r}: node {node.name!r} matches no required affinity term")
-        if gang.gpu_models and role.requests.get(ctx.snapshot.gpu, 0) > 0:
-            if node.gpu_model not in gang.gpu_models:
-                yield Violation(
-                    "gpu_model",
-                    f"pod {p.pod!r} accepts GPU models {list(gang.gpu_models)}; node {node.name!r} has {node.gpu_model!r}",
-                )
+            yield Violation(
+                "affinity", f"pod {p.pod!r}: node {node.name!r} matches no required affinity term"
+            )
+        if (
+            gang.gpu_models
+            and role.requests.get(ctx.snapshot.gpu, 0) > 0
+            and node.gpu_model not in gang.gpu_models
+        ):
+            yield Violation(
+                "gpu_model",
+                f"pod {p.pod!r} accepts GPU models {list(gang.gpu_models)}; node "
+                f"{node.name!r} has {node.gpu_model!r}",
+            )
 
 
 def check_capacity(ctx: _Ctx) -> Iterator[Violation]:
@@ -221,31 +246,45 @@ def check_capacity(ctx: _Ctx) -> Iterator[Violation]:
                 )
         elif want_gpu and len(p.gpus) != want_gpu // GPU_MILLI:
             yield Violation(
-                "devices", f"pod {p.pod!r} asks {want_gpu // GPU_MILLI} GPUs, is given {len(p.gpus)}"
+                "devices",
+                f"pod {p.pod!r} asks {want_gpu // GPU_MILLI} GPUs, is given {len(p.gpus)}",
             )
         if len(p.nics) != want_nic:
-            yield Violation("devices", f"pod {p.pod!r} asks {want_nic} NICs, is given {len(p.nics)}")
+            yield Violation(
+                "devices", f"pod {p.pod!r} asks {want_nic} NICs, is given {len(p.nics)}"
+            )
         share = 0 < want_gpu < GPU_MILLI
         for dev in p.gpus:
             if dev not in layout.gpu_ids:
-                yield Violation("devices", f"pod {p.pod!r}: GPU {dev!r} does not exist on node {node.name!r}")
+                yield Violation(
+                    "devices", f"pod {p.pod!r}: GPU {dev!r} does not exist on node {node.name!r}"
+                )
                 continue
             gpu_given[(node.name, dev)] += want_gpu if share else GPU_MILLI
             if not share:
                 prev = whole_owner.get((node.name, dev))
                 if prev is not None:
-                    yield Violation("devices", f"GPU {dev!r} on {node.name!r} given to {prev!r} and {p.pod!r}")
+                    yield Violation(
+                        "devices", f"GPU {dev!r} on {node.name!r} given to {prev!r} and {p.pod!r}"
+                    )
                 whole_owner[(node.name, dev)] = p.pod
         free = s.free(node.name)
         for dev in p.nics:
             if dev not in layout.nic_ids:
-                yield Violation("devices", f"pod {p.pod!r}: NIC {dev!r} does not exist on node {node.name!r}")
+                yield Violation(
+                    "devices", f"pod {p.pod!r}: NIC {dev!r} does not exist on node {node.name!r}"
+                )
                 continue
             if dev not in free.nics:
-                yield Violation("devices", f"pod {p.pod!r}: NIC {dev!r} on {node.name!r} is held by a running pod")
+                yield Violation(
+                    "devices",
+                    f"pod {p.pod!r}: NIC {dev!r} on {node.name!r} is held by a running pod",
+                )
             prev = nic_owner.get((node.name, dev))
             if prev is not None:
-                yield Violation("devices", f"NIC {dev!r} on {node.name!r} given to {prev!r} and {p.pod!r}")
+                yield Violation(
+                    "devices", f"NIC {dev!r} on {node.name!r} given to {prev!r} and {p.pod!r}"
+                )
             nic_owner[(node.name, dev)] = p.pod
     for (node_name, dev), given in gpu_given.items():
         have = ctx.snapshot.free(node_name).gpu_milli.get(dev, 0)
@@ -260,7 +299,8 @@ def check_capacity(ctx: _Ctx) -> Iterator[Violation]:
             if amount > free.get(res, 0):
                 yield Violation(
                     "capacity",
-                    f"node {node_name!r}: {res} placed {amount} > free {free.get(res, 0)} (base units)",
+                    f"node {node_name!r}: {res} placed {amount} > free {free.get(res, 0)} "
+                    "(base units)",
                 )
 
 
@@ -282,7 +322,10 @@ def check_required_topology(ctx: _Ctx) -> Iterator[Violation]:
                 continue
             d = n if level == NODE_LEVEL else ctx.topo.domain_of(n, level)
             if d is None:
-                yield Violation("topology", f"{key}: node {n!r} joins no {level} domain, but {level} is required")
+                yield Violation(
+                    "topology",
+                    f"{key}: node {n!r} joins no {level} domain, but {level} is required",
+                )
             doms.add(d)
         doms.discard(None)
         if len(doms) > 1:
@@ -295,14 +338,16 @@ def check_joint_allocation(ctx: _Ctx) -> Iterator[Violation]:
     nodes (``numa``) holding its GPUs; asking as many NICs as GPUs, each group gives exactly
     as many NICs as the pod has GPUs there (Koordinator SamePCIe / SameNUMA)."""
     s = ctx.snapshot
-    for p, gang, role in ctx.pods:
+    for p, gang, _role in ctx.pods:
         if gang.joint == "none" or not p.nics:
             continue
         node = s.node_by_name.get(p.node)
         if node is None:
             continue
         if not node.has_device_topology:
-            yield Violation("joint", f"pod {p.pod!r}: node {node.name!r} declares no PCIe/NUMA layout")
+            yield Violation(
+                "joint", f"pod {p.pod!r}: node {node.name!r} declares no PCIe/NUMA layout"
+            )
             continue
         layout = s.layout_of(node)
         group_of_gpu: dict[str, str] = {}
@@ -318,14 +363,16 @@ def check_joint_allocation(ctx: _Ctx) -> Iterator[Violation]:
         for grp in nics:
             if grp not in gpus:
                 yield Violation(
-                    "joint", f"pod {p.pod!r}: NIC from {gang.joint} group {grp!r} holding none of its GPUs"
+                    "joint",
+                    f"pod {p.pod!r}: NIC from {gang.joint} group {grp!r} holding none of its GPUs",
                 )
         if len(p.nics) == len(p.gpus):
             for grp, n in gpus.items():
                 if nics.get(grp, 0) != n:
                     yield Violation(
                         "joint",
-                        f"pod {p.pod!r}: {gang.joint} group {grp!r} gives {n} GPUs but {nics.get(grp, 0)} NICs",
+                        f"pod {p.pod!r}: {gang.joint} group {grp!r} gives {n} GPUs but "
+                        f"{nics.get(grp, 0)} NICs",
                     )
 
 
@@ -347,7 +394,8 @@ def check_queue_max(ctx: _Ctx) -> Iterator[Violation]:
             if usage[q.name].get(res, 0) > cap:
                 yield Violation(
                     "queue_max",
-                    f"queue {q.name!r}: {res} use {usage[q.name][res]} exceeds its max {cap} (base units)",
+                    f"queue {q.name!r}: {res} use {usage[q.name][res]} exceeds its max {cap} "
+                    "(base units)",
                 )
 
 

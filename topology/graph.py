@@ -180,9 +180,14 @@ class Topology:
         depth_b = self._depth(b)
         lca = self.lowest_common_domain((a, b))
         # depth of the common domain below the root: one edge per level it sits on or under
-        depth_lca = 0 if lca is None else sum(
-            1 for lv in self.levels[: self.levels.index(lca.level) + 1]
-            if lv in self._node_domain[a]
+        depth_lca = (
+            0
+            if lca is None
+            else sum(
+                1
+                for lv in self.levels[: self.levels.index(lca.level) + 1]
+                if lv in self._node_domain[a]
+            )
         )
         return depth_a + depth_b - 2 * depth_lca
 

@@ -186,7 +186,7 @@ def solve_model(
     ix = build_index(ctx, cfg, previous, incumbent)
     notes = list(ix.notes)
     if not ix.items:
-        return ModelOutcome(CycleStatus.OPTIMAL, [], notes=notes + ["nothing can be placed"])
+        return ModelOutcome(CycleStatus.OPTIMAL, [], notes=[*notes, "nothing can be placed"])
     model = cp_model.CpModel()
     v = Variables.create(model, ix)
     cons = Constraints(model, ix, v)
@@ -207,12 +207,14 @@ def solve_model(
             CycleStatus.INCUMBENT,
             None,
             model_size=size,
-            notes=notes + [f"model too large ({size['variables']} variables); incumbent returned"],
+            notes=[*notes, f"model too large ({size['variables']} variables); incumbent returned"],
         )
     hint = _hint_from_pods(ix, v, incumbent)
     last = _complete_hint(model, hint, cfg, max(0.05, budget_s * 0.2))
     if last is None:
-        notes.append("the incumbent could not be completed into a model solution; partial hint used")
+        notes.append(
+            "the incumbent could not be completed into a model solution; partial hint used"
+        )
         for idx, val in hint.items():
             model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
     else:
@@ -254,7 +256,12 @@ def solve_model(
                 if solution is None:
                     solution = _read(last, v, ix)
                 continue
-        _params(solver, cfg, max(0.01, left * share if remaining_w > 0 else left), cfg.deterministic_time * share)
+        _params(
+            solver,
+            cfg,
+            max(0.01, left * share if remaining_w > 0 else left),
+            cfg.deterministic_time * share,
+        )
         model.Maximize(term.expr)
         st = solver.Solve(model)
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -269,8 +276,8 @@ def solve_model(
                 return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
             reports.append(TierReport(name=term.name, value=0, status="not reached (time)"))
             break
-        value = int(round(solver.ObjectiveValue()))
-        bound = int(round(solver.BestObjectiveBound()))
+        value = round(solver.ObjectiveValue())
+        bound = round(solver.BestObjectiveBound())
         optimal = st == cp_model.OPTIMAL
         all_optimal &= optimal
         gap = abs(bound - value) / max(1, abs(value + term.const), abs(bound + term.const))
@@ -304,7 +311,9 @@ def solve_model(
     )
 
 
-def gang_fits(ctx: BaselineContext, gang: Gang, empty: bool, seconds: float, seed: int = 0) -> bool | None:
+def gang_fits(
+    ctx: BaselineContext, gang: Gang, empty: bool, seconds: float, seed: int = 0
+) -> bool | None:
     """Exact check for the reasons: can ``gang`` alone be admitted (on the empty cluster
     when ``empty``, else in what running pods leave), within its queue's max?
 
@@ -387,7 +396,9 @@ def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[i
             flat = [(g, nn) for g_ids, n_ids in pairs for g, nn in zip(g_ids, n_ids, strict=False)]
             for k in range(c):
                 chunk = flat[k * shape.whole : (k + 1) * shape.whole]
-                slots[s].append(_Slot(name, tuple(g for g, _ in chunk), None, tuple(x for _, x in chunk)))
+                slots[s].append(
+                    _Slot(name, tuple(g for g, _ in chunk), None, tuple(x for _, x in chunk))
+                )
         else:
             for g_ids, n_ids in pairs:
                 gpu_pool += g_ids
@@ -501,4 +512,3 @@ def disaggregate(ix: Index, sol: Solution, previous: Plan | None) -> list[PodPla
                 )
             )
     return pods
-

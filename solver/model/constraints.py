@@ -63,7 +63,12 @@ class Constraints:
                 self.m.Add(n <= item.count * admit)
                 self.m.Add(n >= gang.role_min(item.role) * admit)
                 total.append(n)
-            missing = [r for r in gang.roles if gang.role_min(r) > 0 and all(self.ix.items[i].role.name != r.name for i in g.items)]
+            missing = [
+                r
+                for r in gang.roles
+                if gang.role_min(r) > 0
+                and all(self.ix.items[i].role.name != r.name for i in g.items)
+            ]
             if missing:
                 self.m.Add(admit == 0)  # a required role has no candidate node
             self.m.Add(sum(total) >= gang.min_size * admit)
@@ -89,9 +94,7 @@ class Constraints:
         s = self.ix.snapshot
         skip = {s.gpu, s.nic}
         resources = {r for sh in self.ix.shapes for r, _ in sh.requests} - skip
-        scale = {
-            r: _gcd([sh.req(r) for sh in self.ix.shapes]) for r in resources
-        }
+        scale = {r: _gcd([sh.req(r) for sh in self.ix.shapes]) for r in resources}
         state = self.ix.state
         assert state is not None
         for n, name in enumerate(self.ix.node_names):
@@ -117,7 +120,9 @@ class Constraints:
         unit = _gcd([*share_sizes, GPU_MILLI])
         for n, name in enumerate(self.ix.node_names):
             on = self.v.shapes_on(n)
-            whole_terms = [(self.ix.shapes[sh].whole, e) for sh, e in on if self.ix.shapes[sh].whole]
+            whole_terms = [
+                (self.ix.shapes[sh].whole, e) for sh, e in on if self.ix.shapes[sh].whole
+            ]
             shares = [(sh, e) for sh, e in on if self.ix.shapes[sh].share]
             st = state.nodes[name]
             wfree = st.whole_free()
@@ -230,7 +235,11 @@ class Constraints:
         state = self.ix.state
         assert state is not None
         for n, name in enumerate(self.ix.node_names):
-            terms = [(self.ix.shapes[sh].nics, e) for sh, e in self.v.shapes_on(n) if self.ix.shapes[sh].nics]
+            terms = [
+                (self.ix.shapes[sh].nics, e)
+                for sh, e in self.v.shapes_on(n)
+                if self.ix.shapes[sh].nics
+            ]
             if terms:
                 self.m.Add(sum(c * e for c, e in terms) <= len(state.nodes[name].nics))
                 self.count += 1
@@ -238,10 +247,14 @@ class Constraints:
 
     # ------------------------------------------------------------------ topology
 
-    def uses_key(self, owner: tuple[str, int], level: str, dom: object) -> tuple[str, int, str, object]:
+    def uses_key(
+        self, owner: tuple[str, int], level: str, dom: object
+    ) -> tuple[str, int, str, object]:
         return (owner[0], owner[1], level, dom)
 
-    def _uses_for(self, owner: tuple[str, int], item_ids: list[int], levels: tuple[str, ...]) -> None:
+    def _uses_for(
+        self, owner: tuple[str, int], item_ids: list[int], levels: tuple[str, ...]
+    ) -> None:
         """Create uses[owner, L, D] for ``levels`` (top down) and link them to ``x``."""
         if not levels:
             return
@@ -252,7 +265,9 @@ class Constraints:
                 dom = ix.domain_of_block[low][b]
                 key = (owner[0], owner[1], low, dom)
                 if key not in self.v.uses:
-                    self.v.uses[key] = self.m.NewBoolVar(f"uses[{owner[0]}{owner[1]},{low},{_dname(dom)}]")
+                    self.v.uses[key] = self.m.NewBoolVar(
+                        f"uses[{owner[0]}{owner[1]},{low},{_dname(dom)}]"
+                    )
                 self.m.Add(var <= ix.items[i].count * self.v.uses[key])
                 self.count += 1
         for li in range(len(levels) - 2, -1, -1):
@@ -262,7 +277,9 @@ class Constraints:
                 ck = (owner[0], owner[1], child, ix.domain_of_block[child][b])
                 pk = (owner[0], owner[1], lv, ix.domain_of_block[lv][b])
                 if pk not in self.v.uses:
-                    self.v.uses[pk] = self.m.NewBoolVar(f"uses[{owner[0]}{owner[1]},{lv},{_dname(pk[3])}]")
+                    self.v.uses[pk] = self.m.NewBoolVar(
+                        f"uses[{owner[0]}{owner[1]},{lv},{_dname(pk[3])}]"
+                    )
                 self.m.AddImplication(self.v.uses[ck], self.v.uses[pk])
                 self.count += 1
 
@@ -278,7 +295,15 @@ class Constraints:
                 if lv and ix.items[i].count > 1:
                     wanted = tuple(x for x in ix.levels if x in lv)
                     # link at the item's lowest wanted level via its own chain
-                    chain = tuple(x for x in ix.levels if ix.levels.index(x) <= max(ix.levels.index(y) for y in wanted)) if wanted else ()
+                    chain = (
+                        tuple(
+                            x
+                            for x in ix.levels
+                            if ix.levels.index(x) <= max(ix.levels.index(y) for y in wanted)
+                        )
+                        if wanted
+                        else ()
+                    )
                     self._uses_for(("i", i), [i], chain)
 
     def _required_level(self) -> None:
@@ -287,13 +312,21 @@ class Constraints:
         for g in ix.groups:
             level = g.gang.topology.required if g.gang.topology else None
             if g.multi and level is not None and level in ix.levels:
-                doms = [var for (o, gid, lv, _d), var in self.v.uses.items() if o == "g" and gid == g.id and lv == level]
+                doms = [
+                    var
+                    for (o, gid, lv, _d), var in self.v.uses.items()
+                    if o == "g" and gid == g.id and lv == level
+                ]
                 self.m.Add(sum(doms) <= 1)
                 self.count += 1
             for i in g.items:
                 tc = ix.items[i].role.topology
                 if tc is not None and tc.required is not None and tc.required in ix.levels:
-                    doms = [var for (o, iid, lv, _d), var in self.v.uses.items() if o == "i" and iid == i and lv == tc.required]
+                    doms = [
+                        var
+                        for (o, iid, lv, _d), var in self.v.uses.items()
+                        if o == "i" and iid == i and lv == tc.required
+                    ]
                     if doms:
                         self.m.Add(sum(doms) <= 1)
                         self.count += 1

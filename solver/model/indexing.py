@@ -238,7 +238,7 @@ def build_index(
             items.append(item)
             group.items.append(item.id)
         groups.append(group)
-    for key, gangs in singles.items():
+    for gangs in singles.values():
         gangs.sort(key=lambda g: (g.creation_time, g.name))
         role = gangs[0].roles[0]
         c = caps(gangs[0], role, len(gangs))

@@ -77,7 +77,6 @@ def _fairness_and_throughput(
     fs: FairShares,
     terms: dict[str, ObjectiveTerm],
 ) -> None:
-    s = ix.snapshot
     by_class_queue: dict[tuple[int, str], list[int]] = defaultdict(list)
     for item in ix.items:
         by_class_queue[(item.gang.priority, item.gang.queue)].append(item.id)
@@ -98,7 +97,10 @@ def _fairness_and_throughput(
                 continue
             lins = []
             for r in fs.resources:
-                coeff = [(fs.contribution(dict(ix.shapes[ix.items[i].shape].requests))[r], i) for i in ids]
+                coeff = [
+                    (fs.contribution(dict(ix.shapes[ix.items[i].shape].requests))[r], i)
+                    for i in ids
+                ]
                 lin = base.get(r, 0) + sum(k * v.placed(i) for k, i in coeff if k)
                 lins.append(lin)
             hi = 2_000_000_000
@@ -117,7 +119,11 @@ def _fairness_and_throughput(
             f"p{c}.fairness_w0", sum(fair0) if fair0 else None, fair0_const, upper=0
         )
         ids = [it.id for it in ix.items if it.gang.priority == c]
-        gpu = [ix.shapes[ix.items[i].shape].gpu_milli * v.placed(i) for i in ids if ix.shapes[ix.items[i].shape].gpu_milli]
+        gpu = [
+            ix.shapes[ix.items[i].shape].gpu_milli * v.placed(i)
+            for i in ids
+            if ix.shapes[ix.items[i].shape].gpu_milli
+        ]
         pods = [v.placed(i) for i in ids]
         gpu_max = sum(ix.shapes[ix.items[i].shape].gpu_milli * ix.items[i].count for i in ids)
         terms[f"p{c}.gpu_milli"] = ObjectiveTerm(
@@ -128,7 +134,9 @@ def _fairness_and_throughput(
         )
 
 
-def _locality(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
+def _locality(
+    model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]
+) -> None:
     topo = ix.ctx.topo
     uses_by: dict[tuple[str, int, str], list[cp_model.IntVar]] = defaultdict(list)
     for (o, oid, lv, _d), var in v.uses.items():
@@ -165,7 +173,10 @@ def _locality(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str,
             model.Add(placed >= anyp)
             pref_terms.append(-(sum(uses_by[("i", i, rpref)]) - anyp))
     terms["locality.preferred"] = ObjectiveTerm(
-        "locality.preferred", sum(pref_terms) if pref_terms else None, modelled=pref_modelled, upper=0
+        "locality.preferred",
+        sum(pref_terms) if pref_terms else None,
+        modelled=pref_modelled,
+        upper=0,
     )
     for lv in topo.all_levels:
         modelled = lv in ix.levels
@@ -178,7 +189,9 @@ def _locality(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str,
     _ = NODE_LEVEL
 
 
-def _fragmentation(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
+def _fragmentation(
+    model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]
+) -> None:
     """Partly used GPU nodes and leaves after the plan (running pods included)."""
     state = ix.state
     assert state is not None
@@ -203,7 +216,11 @@ def _fragmentation(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict
         total = gpus * GPU_MILLI // unit
         free = sum(s.free(name).gpu_milli.values()) // unit
         run = total - free
-        gpu_terms = [(ix.shapes[sh].gpu_milli // unit, e) for sh, e in v.shapes_on(n) if ix.shapes[sh].gpu_milli]
+        gpu_terms = [
+            (ix.shapes[sh].gpu_milli // unit, e)
+            for sh, e in v.shapes_on(n)
+            if ix.shapes[sh].gpu_milli
+        ]
         leaf = topo.domain_of(name, topo.leaf_level) if topo.leaf_level else None
         if leaf is not None:
             leaf_run[leaf] += run
@@ -260,7 +277,11 @@ def _fragmentation(model: cp_model.CpModel, ix: Index, v: Variables, terms: dict
 
 
 def _stability(
-    model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm], previous_pods: int
+    model: cp_model.CpModel,
+    ix: Index,
+    v: Variables,
+    terms: dict[str, ObjectiveTerm],
+    previous_pods: int,
 ) -> None:
     """Pods of the previous plan that stay on their node (exact mode only)."""
     if previous_pods == 0:
