@@ -103,7 +103,7 @@ def _hint_from_pods(ix: Index, v: Variables, pods: list[PodPlacement]) -> dict[i
     values: dict[int, int] = {}
 
     def put(var: cp_model.IntVar, value: int) -> None:
-        values[var.Index()] = value
+        values[var.index] = value
 
     for key, var in v.x.items():
         put(var, x.get(key, 0))
@@ -129,15 +129,15 @@ def _complete_hint(
     CP-SAT fill in every auxiliary variable: a complete, feasible hint (SOLVER-NOTES.md §7)."""
     trial = model.clone()
     for idx, val in hint.items():
-        var = trial.GetIntVarFromProtoIndex(idx)
-        trial.Add(var == val)
+        var = trial.get_int_var_from_proto_index(idx)
+        trial.add(var == val)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = cfg.seed
     solver.parameters.max_time_in_seconds = seconds
     if cfg.deterministic:
         solver.parameters.max_deterministic_time = 5.0
-    st = solver.Solve(trial)
+    st = solver.solve(trial)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     return solver
@@ -146,14 +146,14 @@ def _complete_hint(
 def _read(solver: cp_model.CpSolver, v: Variables, ix: Index) -> Solution:
     z: dict[tuple[int, int], int] = {}
     for key, e in v.z.items():
-        z[key] = int(solver.Value(e))
+        z[key] = int(solver.value(e))
     return Solution(
-        x={k: int(solver.Value(var)) for k, var in v.x.items()},
+        x={k: int(solver.value(var)) for k, var in v.x.items()},
         z=z,
-        joint={k: int(solver.Value(var)) for k, var in v.joint.items()},
-        joint_nic={k: int(solver.Value(var)) for k, var in v.joint_nic.items()},
-        share={k: int(solver.Value(var)) for k, var in v.share.items()},
-        whole={k: int(solver.Value(var)) for k, var in v.whole.items()},
+        joint={k: int(solver.value(var)) for k, var in v.joint.items()},
+        joint_nic={k: int(solver.value(var)) for k, var in v.joint_nic.items()},
+        share={k: int(solver.value(var)) for k, var in v.share.items()},
+        whole={k: int(solver.value(var)) for k, var in v.whole.items()},
     )
 
 
@@ -193,7 +193,7 @@ def solve_model(
     cons.add_all()
     prev_pods = len(previous.pods) if previous is not None else 0
     terms = build_terms(model, ix, v, ctx.shares, prev_pods)
-    proto = model.Proto()
+    proto = model.proto
     size = {
         "variables": len(proto.variables),
         "constraints": len(proto.constraints),
@@ -216,10 +216,10 @@ def solve_model(
             "the incumbent could not be completed into a model solution; partial hint used"
         )
         for idx, val in hint.items():
-            model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
+            model.add_hint(model.get_int_var_from_proto_index(idx), val)
     else:
-        for idx, val in enumerate(last.ResponseProto().solution):
-            model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
+        for idx, val in enumerate(last.response_proto.solution):
+            model.add_hint(model.get_int_var_from_proto_index(idx), val)
 
     active = [t for t in terms if t.expr is not None]
     solver = cp_model.CpSolver()
@@ -240,7 +240,7 @@ def solve_model(
             reports.append(TierReport(name=term.name, value=0, status="not reached (time)"))
             continue
         if last is not None and term.upper is not None:
-            current = int(last.Value(term.expr))
+            current = int(last.value(term.expr))
             if current >= term.upper:
                 # the current solution reaches a bound this term can never exceed
                 reports.append(
@@ -252,7 +252,7 @@ def solve_model(
                         status="optimal",
                     )
                 )
-                model.Add(term.expr >= current)
+                model.add(term.expr >= current)
                 if solution is None:
                     solution = _read(last, v, ix)
                 continue
@@ -262,11 +262,11 @@ def solve_model(
             max(0.01, left * share if remaining_w > 0 else left),
             cfg.deterministic_time * share,
         )
-        model.Maximize(term.expr)
-        st = solver.Solve(model)
+        model.maximize(term.expr)
+        st = solver.solve(model)
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if st == cp_model.MODEL_INVALID:
-                notes.append(f"model invalid: {model.Validate()}")
+                notes.append(f"model invalid: {model.validate()}")
             elif st == cp_model.INFEASIBLE:
                 notes.append(f"tier {term.name}: infeasible (a bug: the empty plan is feasible)")
             else:
@@ -276,8 +276,8 @@ def solve_model(
                 return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
             reports.append(TierReport(name=term.name, value=0, status="not reached (time)"))
             break
-        value = round(solver.ObjectiveValue())
-        bound = round(solver.BestObjectiveBound())
+        value = round(solver.objective_value)
+        bound = round(solver.best_objective_bound)
         optimal = st == cp_model.OPTIMAL
         all_optimal &= optimal
         gap = abs(bound - value) / max(1, abs(value + term.const), abs(bound + term.const))
@@ -290,13 +290,13 @@ def solve_model(
                 status="optimal" if optimal else "feasible",
             )
         )
-        model.Add(term.expr >= value)
+        model.add(term.expr >= value)
         solution = _read(solver, v, ix)
         last = solver
-        resp = solver.ResponseProto()
-        model.ClearHints()
+        resp = solver.response_proto
+        model.clear_hints()
         for idx, val in enumerate(resp.solution):
-            model.AddHint(model.GetIntVarFromProtoIndex(idx), val)
+            model.add_hint(model.get_int_var_from_proto_index(idx), val)
     assert solution is not None
     pods = disaggregate(ix, solution, previous)
     for i, r in enumerate(reports):
@@ -327,14 +327,14 @@ def gang_fits(
     Constraints(model, ix, v).add_all()
     group = ix.groups[0]
     if group.multi:
-        model.Add(v.admit[group.id] == 1)
+        model.add(v.admit[group.id] == 1)
     else:
-        model.Add(v.placed(group.items[0]) >= 1)
+        model.add(v.placed(group.items[0]) >= 1)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
-    st = solver.Solve(model)
+    st = solver.solve(model)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return True
     if st == cp_model.INFEASIBLE:

@@ -51,7 +51,7 @@ class Constraints:
         for g in self.ix.groups:
             if not g.multi:
                 for i in g.items:  # identical single-pod gangs: at most one pod each
-                    self.m.Add(self.v.placed(i) <= self.ix.items[i].count)
+                    self.m.add(self.v.placed(i) <= self.ix.items[i].count)
                     self.count += 1
                 continue
             admit = self.v.admit[g.id]
@@ -60,8 +60,8 @@ class Constraints:
             for i in g.items:
                 item = self.ix.items[i]
                 n = self.v.placed(i)
-                self.m.Add(n <= item.count * admit)
-                self.m.Add(n >= gang.role_min(item.role) * admit)
+                self.m.add(n <= item.count * admit)
+                self.m.add(n >= gang.role_min(item.role) * admit)
                 total.append(n)
             missing = [
                 r
@@ -70,8 +70,8 @@ class Constraints:
                 and all(self.ix.items[i].role.name != r.name for i in g.items)
             ]
             if missing:
-                self.m.Add(admit == 0)  # a required role has no candidate node
-            self.m.Add(sum(total) >= gang.min_size * admit)
+                self.m.add(admit == 0)  # a required role has no candidate node
+            self.m.add(sum(total) >= gang.min_size * admit)
             self.count += 2 * len(g.items) + 1
 
     # ------------------------------------------------------------------ capacity
@@ -86,7 +86,7 @@ class Constraints:
         for (s, n), var in self.v.z_vars.items():
             zs[(s, self.ix.block_of_node[n])].append(var)
         for key in set(per) | set(zs):
-            self.m.Add(sum(per.get(key, [])) == sum(zs.get(key, [])))
+            self.m.add(sum(per.get(key, [])) == sum(zs.get(key, [])))
             self.count += 1
 
     def _node_capacity(self) -> None:
@@ -108,7 +108,7 @@ class Constraints:
                 if not terms:
                     continue
                 cap = free.get(r, 0) // scale[r]
-                self.m.Add(sum(c * e for c, e in terms) <= cap)
+                self.m.add(sum(c * e for c, e in terms) <= cap)
                 self.count += 1
 
     def _gpu_devices(self) -> None:
@@ -128,7 +128,7 @@ class Constraints:
             wfree = st.whole_free()
             if not shares:
                 if whole_terms:
-                    self.m.Add(sum(c * e for c, e in whole_terms) <= len(wfree))
+                    self.m.add(sum(c * e for c, e in whole_terms) <= len(wfree))
                     self.count += 1
                 continue
             per_shape: dict[int, list[cp_model.IntVar]] = defaultdict(list)
@@ -138,21 +138,21 @@ class Constraints:
                 for sh, _e in shares:
                     size = self.ix.shapes[sh].share
                     if size <= free:
-                        var = self.m.NewIntVar(0, free // size, f"share[{sh},{name}/{d}]")
+                        var = self.m.new_int_var(0, free // size, f"share[{sh},{name}/{d}]")
                         self.v.share[(sh, n, d)] = var
                         per_shape[sh].append(var)
                         terms.append((size // unit, var))
                 if d in wfree:
-                    w = self.m.NewBoolVar(f"whole[{name}/{d}]")
+                    w = self.m.new_bool_var(f"whole[{name}/{d}]")
                     self.v.whole[(n, d)] = w
                     terms.append((GPU_MILLI // unit, w))
                 if terms:
-                    self.m.Add(sum(c * t for c, t in terms) <= free // unit)
+                    self.m.add(sum(c * t for c, t in terms) <= free // unit)
                     self.count += 1
             for sh, e in shares:
-                self.m.Add(sum(per_shape.get(sh, [])) == e)
+                self.m.add(sum(per_shape.get(sh, [])) == e)
             if whole_terms:
-                self.m.Add(
+                self.m.add(
                     sum(self.v.whole[(n, d)] for d in wfree) >= sum(c * e for c, e in whole_terms)
                 )
             self.count += len(shares) + 1
@@ -179,19 +179,19 @@ class Constraints:
                     wf = sum(1 for d in gpus if st.gpu_milli[d] == GPU_MILLI)
                     nf = sum(1 for x in nics if x in st.nics)
                     if shape.nics == shape.whole:
-                        a = self.m.NewIntVar(0, min(wf, nf), f"joint[{sh},{name}/{gname}]")
+                        a = self.m.new_int_var(0, min(wf, nf), f"joint[{sh},{name}/{gname}]")
                         self.v.joint[(sh, n, gname)] = a
                         gvars.append(a)
                         nvars.append(a)
                         gpu_use[(shape.joint, gname)].append(a)
                         nic_use[(shape.joint, gname)].append(a)
                     else:
-                        a = self.m.NewIntVar(0, wf, f"joint[{sh},{name}/{gname}]")
-                        b = self.m.NewIntVar(0, nf, f"joint_nic[{sh},{name}/{gname}]")
-                        used = self.m.NewBoolVar(f"joint_any[{sh},{name}/{gname}]")
-                        self.m.Add(a >= used)
-                        self.m.Add(a <= wf * used)
-                        self.m.Add(b <= nf * used)
+                        a = self.m.new_int_var(0, wf, f"joint[{sh},{name}/{gname}]")
+                        b = self.m.new_int_var(0, nf, f"joint_nic[{sh},{name}/{gname}]")
+                        used = self.m.new_bool_var(f"joint_any[{sh},{name}/{gname}]")
+                        self.m.add(a >= used)
+                        self.m.add(a <= wf * used)
+                        self.m.add(b <= nf * used)
                         self.v.joint[(sh, n, gname)] = a
                         self.v.joint_nic[(sh, n, gname)] = b
                         gvars.append(a)
@@ -199,9 +199,9 @@ class Constraints:
                         gpu_use[(shape.joint, gname)].append(a)
                         nic_use[(shape.joint, gname)].append(b)
                 if shape.nics != shape.whole:
-                    self.m.Add(e <= 1)
-                self.m.Add(sum(gvars) == shape.whole * e)
-                self.m.Add(sum(nvars) == shape.nics * e)
+                    self.m.add(e <= 1)
+                self.m.add(sum(gvars) == shape.whole * e)
+                self.m.add(sum(nvars) == shape.nics * e)
                 self.count += 2
             # per group limits; NUMA groups also carry the PCIe groups inside them
             numa_of: dict[str, str] = {}
@@ -224,10 +224,10 @@ class Constraints:
                     wf_ids = [d for d in gpus if st.gpu_milli[d] == GPU_MILLI]
                     nf = sum(1 for x in nics if x in st.nics)
                     if any((n, d) in self.v.whole for d in wf_ids):
-                        self.m.Add(sum(g_terms) <= sum(self.v.whole[(n, d)] for d in wf_ids))
+                        self.m.add(sum(g_terms) <= sum(self.v.whole[(n, d)] for d in wf_ids))
                     else:
-                        self.m.Add(sum(g_terms) <= len(wf_ids))
-                    self.m.Add(sum(n_terms) <= nf)
+                        self.m.add(sum(g_terms) <= len(wf_ids))
+                    self.m.add(sum(n_terms) <= nf)
                     self.count += 2
 
     def _nics(self) -> None:
@@ -241,7 +241,7 @@ class Constraints:
                 if self.ix.shapes[sh].nics
             ]
             if terms:
-                self.m.Add(sum(c * e for c, e in terms) <= len(state.nodes[name].nics))
+                self.m.add(sum(c * e for c, e in terms) <= len(state.nodes[name].nics))
                 self.count += 1
         _ = s
 
@@ -265,10 +265,10 @@ class Constraints:
                 dom = ix.domain_of_block[low][b]
                 key = (owner[0], owner[1], low, dom)
                 if key not in self.v.uses:
-                    self.v.uses[key] = self.m.NewBoolVar(
+                    self.v.uses[key] = self.m.new_bool_var(
                         f"uses[{owner[0]}{owner[1]},{low},{_dname(dom)}]"
                     )
-                self.m.Add(var <= ix.items[i].count * self.v.uses[key])
+                self.m.add(var <= ix.items[i].count * self.v.uses[key])
                 self.count += 1
         for li in range(len(levels) - 2, -1, -1):
             lv, child = levels[li], levels[li + 1]
@@ -277,10 +277,10 @@ class Constraints:
                 ck = (owner[0], owner[1], child, ix.domain_of_block[child][b])
                 pk = (owner[0], owner[1], lv, ix.domain_of_block[lv][b])
                 if pk not in self.v.uses:
-                    self.v.uses[pk] = self.m.NewBoolVar(
+                    self.v.uses[pk] = self.m.new_bool_var(
                         f"uses[{owner[0]}{owner[1]},{lv},{_dname(pk[3])}]"
                     )
-                self.m.AddImplication(self.v.uses[ck], self.v.uses[pk])
+                self.m.add_implication(self.v.uses[ck], self.v.uses[pk])
                 self.count += 1
 
     def _domain_uses(self) -> None:
@@ -317,7 +317,7 @@ class Constraints:
                     for (o, gid, lv, _d), var in self.v.uses.items()
                     if o == "g" and gid == g.id and lv == level
                 ]
-                self.m.Add(sum(doms) <= 1)
+                self.m.add(sum(doms) <= 1)
                 self.count += 1
             for i in g.items:
                 tc = ix.items[i].role.topology
@@ -328,7 +328,7 @@ class Constraints:
                         if o == "i" and iid == i and lv == tc.required
                     ]
                     if doms:
-                        self.m.Add(sum(doms) <= 1)
+                        self.m.add(sum(doms) <= 1)
                         self.count += 1
 
     # ------------------------------------------------------------------ queues
@@ -355,12 +355,12 @@ class Constraints:
                 if left < 0:
                     # already over its max: nothing more may be admitted for this queue
                     for i in ids:
-                        self.m.Add(self.v.placed(i) == 0)
+                        self.m.add(self.v.placed(i) == 0)
                     continue
                 if not coeffs:
                     continue
                 unit = _gcd([c for c, _ in coeffs])
-                self.m.Add(sum((c // unit) * self.v.placed(i) for c, i in coeffs) <= left // unit)
+                self.m.add(sum((c // unit) * self.v.placed(i) for c, i in coeffs) <= left // unit)
                 self.count += 1
 
 

@@ -104,10 +104,10 @@ def _fairness_and_throughput(
                 lin = base.get(r, 0) + sum(k * v.placed(i) for k, i in coeff if k)
                 lins.append(lin)
             hi = 2_000_000_000
-            dom = model.NewIntVar(0, hi, f"dominant[p{c},{qname}]")
-            model.AddMaxEquality(dom, lins)
-            short = model.NewIntVar(0, t.target, f"shortfall[p{c},{qname}]")
-            model.Add(short >= t.target - dom)
+            dom = model.new_int_var(0, hi, f"dominant[p{c},{qname}]")
+            model.add_max_equality(dom, lins)
+            short = model.new_int_var(0, t.target, f"shortfall[p{c},{qname}]")
+            model.add(short >= t.target - dom)
             if t.weight_milli > 0:
                 fair.append(-t.weight_milli * short)
             else:
@@ -167,10 +167,10 @@ def _locality(
             if rpref not in ix.levels:
                 pref_modelled = False
                 continue
-            anyp = model.NewBoolVar(f"role_placed[{ix.items[i].name}]")
+            anyp = model.new_bool_var(f"role_placed[{ix.items[i].name}]")
             placed = v.placed(i)
-            model.Add(placed <= ix.items[i].count * anyp)
-            model.Add(placed >= anyp)
+            model.add(placed <= ix.items[i].count * anyp)
+            model.add(placed >= anyp)
             pref_terms.append(-(sum(uses_by[("i", i, rpref)]) - anyp))
     terms["locality.preferred"] = ObjectiveTerm(
         "locality.preferred",
@@ -231,15 +231,15 @@ def _fragmentation(
             continue
         plan = sum(c * e for c, e in gpu_terms)
         ub = free
-        used = model.NewBoolVar(f"gpu_used[{name}]")
-        full = model.NewBoolVar(f"gpu_full[{name}]")
+        used = model.new_bool_var(f"gpu_used[{name}]")
+        full = model.new_bool_var(f"gpu_full[{name}]")
         v.gpu_used[n] = used
         v.gpu_full[n] = full
-        model.Add(plan <= ub * used)
-        model.Add(plan >= used)
-        model.Add(plan >= free).OnlyEnforceIf(full)
-        model.Add(plan <= free - 1).OnlyEnforceIf(full.Not())
-        model.AddImplication(full, used)
+        model.add(plan <= ub * used)
+        model.add(plan >= used)
+        model.add(plan >= free).only_enforce_if(full)
+        model.add(plan <= free - 1).only_enforce_if(full.negated())
+        model.add_implication(full, used)
         if run > 0:
             node_terms.append(-(1 - full))
         else:
@@ -260,13 +260,13 @@ def _fragmentation(
             continue
         plan = sum(leaf_plan[leaf])
         free = total - run
-        used = model.NewBoolVar(f"leaf_used[{getattr(leaf, 'name', leaf)}]")
-        full = model.NewBoolVar(f"leaf_full[{getattr(leaf, 'name', leaf)}]")
-        model.Add(plan <= leaf_ub[leaf] * used)
-        model.Add(plan >= used)
-        model.Add(plan >= free).OnlyEnforceIf(full)
-        model.Add(plan <= free - 1).OnlyEnforceIf(full.Not())
-        model.AddImplication(full, used)
+        used = model.new_bool_var(f"leaf_used[{getattr(leaf, 'name', leaf)}]")
+        full = model.new_bool_var(f"leaf_full[{getattr(leaf, 'name', leaf)}]")
+        model.add(plan <= leaf_ub[leaf] * used)
+        model.add(plan >= used)
+        model.add(plan >= free).only_enforce_if(full)
+        model.add(plan <= free - 1).only_enforce_if(full.negated())
+        model.add_implication(full, used)
         if run > 0:
             leaf_terms.append(-(1 - full))
         else:
@@ -296,8 +296,8 @@ def _stability(
             var = v.x.get((item.id, n))
             if var is None:
                 continue
-            keep = model.NewIntVar(0, k, f"kept[{item.name},{ix.node_names[n]}]")
-            model.AddMinEquality(keep, [var, k])
+            keep = model.new_int_var(0, k, f"kept[{item.name},{ix.node_names[n]}]")
+            model.add_min_equality(keep, [var, k])
             kept.append(keep)
     terms["stability"] = ObjectiveTerm(
         "stability",

@@ -61,10 +61,10 @@ class Variables:
                 per_block[b] = per_block.get(b, 0) + item.cap[n]
             for b, cap in sorted(per_block.items()):
                 ub = min(item.count, cap)
-                v.x[(item.id, b)] = model.NewIntVar(0, ub, f"x[{item.name},{ix.blocks[b].name}]")
+                v.x[(item.id, b)] = model.new_int_var(0, ub, f"x[{item.name},{ix.blocks[b].name}]")
         for g in ix.groups:
             if g.multi:
-                v.admit[g.id] = model.NewBoolVar(f"admit[{g.gang.key}]")
+                v.admit[g.id] = model.new_bool_var(f"admit[{g.gang.key}]")
         # z: pods of a shape on a node
         by_shape_node: dict[tuple[int, int], list[int]] = {}
         for item in ix.items:
@@ -76,11 +76,11 @@ class Variables:
                 v.z[(s, n)] = v.x[(item_ids[0], n)]
             elif ix.exact:
                 # one variable per (shape, node), so capacity rows stay short
-                var = model.NewIntVar(0, ub, f"z[{s},{ix.node_names[n]}]")
-                model.Add(var == sum(v.x[(i, n)] for i in item_ids))
+                var = model.new_int_var(0, ub, f"z[{s},{ix.node_names[n]}]")
+                model.add(var == sum(v.x[(i, n)] for i in item_ids))
                 v.z[(s, n)] = var
             else:
-                var = model.NewIntVar(0, ub, f"z[{s},{ix.node_names[n]}]")
+                var = model.new_int_var(0, ub, f"z[{s},{ix.node_names[n]}]")
                 v.z_vars[(s, n)] = var
                 v.z[(s, n)] = var
         for (i, b), var in v.x.items():
@@ -90,8 +90,8 @@ class Variables:
             if len(blocks) == 1:
                 v.n[item.id] = blocks[0][1]
             else:
-                n = model.NewIntVar(0, item.count, f"n[{item.name}]")
-                model.Add(n == sum(var for _b, var in blocks))
+                n = model.new_int_var(0, item.count, f"n[{item.name}]")
+                model.add(n == sum(var for _b, var in blocks))
                 v.n[item.id] = n
         for (s, n), e in v.z.items():
             v.by_node.setdefault(n, []).append((s, e))
