@@ -74,7 +74,7 @@ class QueueOrder:
             return (1, float(dom), queue)
         return (0, dom / q.weight_milli, queue)
 
-    def __iter__(self) -> "QueueOrder":
+    def __iter__(self) -> QueueOrder:
         return self
 
     def __next__(self) -> Gang:
@@ -131,7 +131,9 @@ def _binpack_score(state: ClusterState, role: Role, node: str) -> float:
     return total / n if n else 0.0
 
 
-def _role_nodes(ctx: BaselineContext, state: ClusterState, gang: Gang, role: Role, within: frozenset[str] | None) -> list[str]:
+def _role_nodes(
+    ctx: BaselineContext, state: ClusterState, gang: Gang, role: Role, within: frozenset[str] | None
+) -> list[str]:
     cands = state.candidates(gang, role)
     return [n for n in cands if within is None or n in within]
 
@@ -189,7 +191,9 @@ def _place_gang_greedy(
     counts = defaultdict(int)
     for p, _ in placed:
         counts[p.role] += 1
-    ok = len(placed) >= gang.min_size and all(counts[r.name] >= gang.role_min(r) for r in gang.roles)
+    ok = len(placed) >= gang.min_size and all(
+        counts[r.name] >= gang.role_min(r) for r in gang.roles
+    )
     if not ok:
         rollback()
         return None
@@ -217,7 +221,13 @@ def _fullest_domain(
         key = (-used, dom)
         if best is None or key < (best[0], best[1]):
             best = (-used, dom)
-    return None if best is None else ctx.topo.nodes_in(best[1]) if within is None else ctx.topo.nodes_in(best[1]) & within
+    return (
+        None
+        if best is None
+        else ctx.topo.nodes_in(best[1])
+        if within is None
+        else ctx.topo.nodes_in(best[1]) & within
+    )
 
 
 def greedy(ctx: BaselineContext) -> list[PodPlacement]:
@@ -232,7 +242,9 @@ def greedy(ctx: BaselineContext) -> list[PodPlacement]:
             if level == NODE_LEVEL:
                 # one node: try nodes fullest first
                 pods = None
-                for node in sorted(ctx.snapshot.node_by_name, key=lambda n: (-state.gpu_used_fraction(n), n)):
+                for node in sorted(
+                    ctx.snapshot.node_by_name, key=lambda n: (-state.gpu_used_fraction(n), n)
+                ):
                     pods = _place_gang_greedy(ctx, state, order, gang, frozenset([node]))
                     if pods:
                         break
@@ -260,7 +272,9 @@ def greedy(ctx: BaselineContext) -> list[PodPlacement]:
 # --------------------------------------------------------------------------- topology-fit
 
 
-def _capacity(state: ClusterState, gang: Gang, role: Role, nodes: list[str], limit: int) -> dict[str, int]:
+def _capacity(
+    state: ClusterState, gang: Gang, role: Role, nodes: list[str], limit: int
+) -> dict[str, int]:
     return {n: state.pod_capacity(gang, role, n, limit) for n in nodes}
 
 
@@ -321,7 +335,9 @@ def _topology_fit_gang(
     top = levels.index(required) if required is not None else -1  # -1: the whole cluster
     names = _pod_names(gang)
     for size_target in ("full", "min"):
-        counts = {r.name: (r.count if size_target == "full" else gang.role_min(r)) for r in gang.roles}
+        counts = {
+            r.name: (r.count if size_target == "full" else gang.role_min(r)) for r in gang.roles
+        }
         if size_target == "min":
             # fill up to the gang minimum with the first roles' extra pods
             extra = gang.min_size - sum(counts.values())
@@ -340,7 +356,9 @@ def _topology_fit_gang(
         # lowest level first, up to the required level (or the root)
         for li in range(len(levels) - 1, top - 1, -1):
             if li == -1:
-                domains: list[tuple[str, frozenset[str]]] = [("<root>", frozenset(ctx.snapshot.node_by_name))]
+                domains: list[tuple[str, frozenset[str]]] = [
+                    ("<root>", frozenset(ctx.snapshot.node_by_name))
+                ]
             else:
                 lv = levels[li]
                 if lv == NODE_LEVEL:
