@@ -30,7 +30,7 @@ from gangplan.adapters.traces.alibaba import (
 )
 from gangplan.adapters.traces.common import parse_window, split_gpus
 from gangplan.adapters.traces.jobs import convert_jobs, read_itp, read_philly, select_jobs
-from gangplan.models import load_instance
+from gangplan.models import Plan, Snapshot, load_instance
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("GANGPLAN_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -573,3 +573,51 @@ def test_itp_real_totals() -> None:
     # SOURCE.md: 69,351 jobs; GPU-hours sum(duration x num_gpu) / 3600 = 1,632,719.7
     assert len(jobs) == 69351
     assert round(sum(j.duration * j.gpus for j in jobs) / 3600, 1) == 1632719.7
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def _solve(snapshot: Snapshot, placer: str) -> Plan:
+    from gangplan.solver.cycle import run_baseline, solve_cycle
+    from gangplan.solver.result import SolverConfig
+
+    if placer == "cpsat":
+        return solve_cycle(snapshot, None, SolverConfig(time_limit_s=2.0)).plan
+    return run_baseline(snapshot, placer).plan
+
+
+def _placers() -> tuple[str, ...]:
+    from gangplan.solver.cycle import PLACERS
+
+    return tuple(PLACERS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("placer", _placers())
+def test_philly_window_solves_end_to_end(placer: str) -> None:
+    from gangplan.solver.verify import verify
+
+    s = convert_jobs(need(PHILLY), "philly", window=(30 * 86400, 30 * 86400 + 8 * 3600)).snapshot
+    plan = _solve(s, placer)
+    assert verify(s, plan) == []
+    # the window asks far fewer GPUs than the empty 4,096-GPU cluster has, every pod is at
+    # most one node and nothing constrains where it goes: every gang is admitted
+    assert sum(1 for g in plan.gangs if g.admitted) == len(s.gangs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("placer", _placers())
+def test_openb_first_pods_solve_end_to_end(placer: str) -> None:
+    from gangplan.solver.verify import verify
+
+    s = convert_openb(
+        need(OPENB / "openb_node_list_all_node.csv"),
+        need(OPENB / "openb_pod_list_default.csv"),
+        limit=200,
+    ).snapshot
+    plan = _solve(s, placer)
+    assert verify(s, plan) == []
+    # 200 pods of at most 8 GPUs (no gpu_spec in the default list) on the empty 1,523-node
+    # cluster with 6,212 GPUs: every one is placed
+    assert sum(1 for g in plan.gangs if g.admitted) == 200
