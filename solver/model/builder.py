@@ -35,6 +35,11 @@ from gangplan.solver.state import ClusterState
 __all__ = ["ModelOutcome", "disaggregate", "solve_model"]
 
 MAX_VARIABLES = 400_000
+PRESOLVE_MIN_S = 1.0
+"""Tiers given less time than this are solved without CP-SAT's presolve (measured, see
+``_params``)."""
+MIN_SLICE_S = 0.1
+"""The least time a tier is given while time is left; below it, tiers are kept as they are."""
 """Above this many variables the model is not built; the incumbent is returned."""
 
 
@@ -167,6 +172,9 @@ def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_sh
     else:
         p.num_workers = max(1, cfg.num_workers)
         p.max_time_in_seconds = max(0.01, seconds)
+        # presolve pays off only with time to spare: on a 512-node cycle it alone takes
+        # longer than a 0.3 s slice, and without it the hinted search improves at once
+        p.cp_model_presolve = seconds >= PRESOLVE_MIN_S
     if cfg.relative_gap > 0:
         p.relative_gap_limit = cfg.relative_gap
 
@@ -224,7 +232,6 @@ def solve_model(
     active = [t for t in terms if t.expr is not None]
     solver = cp_model.CpSolver()
     reports: list[TierReport] = []
-    solution: Solution | None = None
     all_optimal = True
     remaining_w = sum(t.weight for t in active)
     for term in terms:
@@ -232,34 +239,38 @@ def solve_model(
             status = "constant" if term.modelled else "derived (not in the model)"
             reports.append(TierReport(name=term.name, value=term.const, status=status))
             continue
-        left = budget_s - (time.monotonic() - started)
-        share = term.weight / remaining_w if remaining_w > 0 else 1.0
-        remaining_w -= term.weight
-        if left <= 0.01 and solution is not None:
-            all_optimal = False
-            reports.append(TierReport(name=term.name, value=0, status="not reached (time)"))
-            continue
-        if last is not None and term.upper is not None:
-            current = int(last.value(term.expr))
-            if current >= term.upper:
-                # the current solution reaches a bound this term can never exceed
-                reports.append(
-                    TierReport(
-                        name=term.name,
-                        value=current + term.const,
-                        bound=term.upper + term.const,
-                        gap=0.0,
-                        status="optimal",
-                    )
+        weight = term.weight
+        remaining_w -= weight
+        current = int(last.value(term.expr)) if last is not None else None
+        if current is not None and term.upper is not None and current >= term.upper:
+            # the current solution reaches a bound this term can never exceed
+            reports.append(
+                TierReport(
+                    name=term.name,
+                    value=current + term.const,
+                    bound=term.upper + term.const,
+                    gap=0.0,
+                    status="optimal",
                 )
-                model.add(term.expr >= current)
-                if solution is None:
-                    solution = _read(last, v, ix)
-                continue
+            )
+            model.add(term.expr >= current)
+            continue
+        left = budget_s - (time.monotonic() - started)
+        if left < MIN_SLICE_S and current is not None and not cfg.deterministic:
+            # out of time: keep this tier where it is, so lower tiers cannot undo it
+            all_optimal = False
+            reports.append(
+                TierReport(
+                    name=term.name, value=current + term.const, status="not optimised (time)"
+                )
+            )
+            model.add(term.expr >= current)
+            continue
+        share = weight / (weight + remaining_w)
         _params(
             solver,
             cfg,
-            max(0.01, left * share if remaining_w > 0 else left),
+            max(min(left, MIN_SLICE_S), left * share),
             cfg.deterministic_time * share,
         )
         model.maximize(term.expr)
@@ -270,12 +281,15 @@ def solve_model(
             elif st == cp_model.INFEASIBLE:
                 notes.append(f"tier {term.name}: infeasible (a bug: the empty plan is feasible)")
             else:
-                notes.append(f"tier {term.name}: no solution within its time share")
+                notes.append(f"tier {term.name}: no better solution within its time share")
             all_optimal = False
-            if solution is None:
+            if current is None:
                 return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
-            reports.append(TierReport(name=term.name, value=0, status="not reached (time)"))
-            break
+            reports.append(
+                TierReport(name=term.name, value=current + term.const, status="not improved (time)")
+            )
+            model.add(term.expr >= current)
+            continue
         value = round(solver.objective_value)
         bound = round(solver.best_objective_bound)
         optimal = st == cp_model.OPTIMAL
@@ -291,17 +305,15 @@ def solve_model(
             )
         )
         model.add(term.expr >= value)
-        solution = _read(solver, v, ix)
         last = solver
-        resp = solver.response_proto
+        solver = cp_model.CpSolver()  # keep ``last``'s response for the next tier's values
         model.clear_hints()
-        for idx, val in enumerate(resp.solution):
+        for idx, val in enumerate(last.response_proto.solution):
             model.add_hint(model.get_int_var_from_proto_index(idx), val)
-    assert solution is not None
+    if last is None:
+        return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
+    solution = _read(last, v, ix)
     pods = disaggregate(ix, solution, previous)
-    for i, r in enumerate(reports):
-        if r.status.startswith("derived"):
-            reports[i] = r
     return ModelOutcome(
         CycleStatus.OPTIMAL if all_optimal else CycleStatus.FEASIBLE,
         pods,
