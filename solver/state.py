@@ -79,9 +79,17 @@ def _static_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...
     )
 
 
+_SHAPE_KEYS: dict[tuple[int, str], tuple[object, ...]] = {}
+
+
 def _shape_key(gang: Gang, role: Role) -> tuple[object, ...]:
     """What decides how many pods fit a node (requests and joint policy), not who asks."""
-    return (tuple(sorted(role.requests.items())), gang.joint)
+    memo = (id(role), gang.joint)
+    key = _SHAPE_KEYS.get(memo)
+    if key is None or key[2] is not role:
+        key = (tuple(sorted(role.requests.items())), gang.joint, role)
+        _SHAPE_KEYS[memo] = key
+    return key[:2]
 
 
 class ClusterState:
