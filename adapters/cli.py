@@ -178,6 +178,7 @@ from gangplan.adapters.cli_traces import generate  # noqa: E402
 main.add_command(convert)
 main.add_command(generate)
 main.add_command(__import__("gangplan.adapters.cli_bench", fromlist=["bench"]).bench)
+main.add_command(__import__("gangplan.adapters.cli_replay", fromlist=["replay"]).replay)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,11 +30,12 @@ part of the shape (as in the paper and the simulator); it still decides whether 
 
 **Placement**: a pod goes to the feasible node (and, for a share, the device) with the least
 ``Δ = F_n'(M) - F_n(M)``, ``n'`` being the node after the pod is placed. Ties go to the first
-candidate in snapshot order (``tie_break="first"``), or to one drawn at random
-(``"random"``, as kube-scheduler picks among nodes of equal score). ``quantize=True``
-compares the simulator's integer score ``int(100 * sigmoid(-Δ / 1000))`` instead of ``Δ``
-(its ties, between nodes whose ``Δ`` differ by a few tens of milli-GPU, are then broken as
-above).
+candidate in snapshot order: a fixed order, as in the paper's simulator, whose scheduler
+(a kube-scheduler fork) takes the smallest node name among equal scores, names being
+prefixed with a seeded random index (so the replay can shuffle the node order, not the
+choice). ``quantize=True`` compares the simulator's integer score ``int(100 *
+sigmoid(-Δ / 1000))`` instead of ``Δ`` (nodes whose ``Δ`` differ by less than about 40
+milli-GPU then tie).
 
 **The workload.** By default the pending pods of the snapshot, one count per pod
 (:meth:`Workload.of_snapshot`); a replay passes the trace's distribution
@@ -56,13 +57,11 @@ so identical nodes share one computation; each node's ``Δ`` per pod shape is ca
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal
 
 from gangplan.models import GPU_MILLI, Gang, PodPlacement, Role, Snapshot
 from gangplan.models.quantity import CPU
@@ -73,15 +72,12 @@ from gangplan.topology import NODE_LEVEL
 __all__ = [
     "FgdScorer",
     "PodShape",
-    "TieBreak",
     "Workload",
     "fgd",
     "fgd_place",
     "shape_fragmentation",
     "use_workload",
 ]
-
-TieBreak = Literal["first", "random"]
 
 
 @dataclass(frozen=True, order=True)
@@ -383,32 +379,21 @@ class FgdScorer:
         return value, None
 
     def choose(
-        self,
-        gang: Gang,
-        role: Role,
-        nodes: Iterable[str],
-        *,
-        tie_break: TieBreak = "first",
-        rng: random.Random | None = None,
+        self, gang: Gang, role: Role, nodes: Iterable[str]
     ) -> tuple[str, int, DeviceChoice | None] | None:
-        """The node among ``nodes`` (in their order) where one pod of ``role`` grows
-        fragmentation least: ``(node, weighted Δ, devices)``, or None if it fits none."""
+        """The node among ``nodes`` where one pod of ``role`` grows fragmentation least:
+        ``(node, weighted Δ, devices)``, ties to the first in ``nodes``' order; None if it
+        fits none."""
         best_rank: float | None = None
-        best: list[tuple[str, int, DeviceChoice | None]] = []
+        best: tuple[str, int, DeviceChoice | None] | None = None
         for node in nodes:
             got = self.best_on_node(gang, role, node)
             if got is None:
                 continue
             r = self.rank(got[0])
             if best_rank is None or r < best_rank:
-                best_rank, best = r, [(node, got[0], got[1])]
-            elif r == best_rank and tie_break == "random":
-                best.append((node, got[0], got[1]))
-        if not best:
-            return None
-        if tie_break == "random" and len(best) > 1:
-            return (rng or random.Random(0)).choice(best)
-        return best[0]
+                best_rank, best = r, (node, got[0], got[1])
+        return best
 
 
 def fgd_place(
@@ -417,9 +402,6 @@ def fgd_place(
     role: Role,
     pod: str,
     nodes: Iterable[str] | None = None,
-    *,
-    tie_break: TieBreak = "first",
-    rng: random.Random | None = None,
 ) -> PodPlacement | None:
     """Place one pod of ``role`` by FGD on its candidate nodes (``nodes`` narrows them);
     the state is updated. None if no node holds it."""
@@ -427,7 +409,7 @@ def fgd_place(
     if nodes is not None:
         allowed = set(nodes)
         cands = tuple(n for n in cands if n in allowed)
-    got = scorer.choose(gang, role, cands, tie_break=tie_break, rng=rng)
+    got = scorer.choose(gang, role, cands)
     if got is None:
         return None
     node, _delta, choice = got
