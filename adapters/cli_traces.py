@@ -68,20 +68,36 @@ def _output_option(func: Callable[..., None]) -> Callable[..., None]:
 
 
 @convert.command("alibaba-gpu")
-@click.option("--nodes", "nodes", type=_FILE, required=True,
-              help="node list, e.g. openb_node_list_all_node.csv")
-@click.option("--pods", "pods", type=_FILE, required=True,
-              help="pod list, e.g. openb_pod_list_default.csv")
-@click.option("--limit", type=click.IntRange(min=1),
-              help="keep the first N pods by creation_time")
-@click.option("--leaf-size", type=click.IntRange(min=1), default=16, show_default=True,
-              help="nodes per synthetic leaf (nodes grouped by machine type first)")
-@click.option("--ignore-qos", is_flag=True,
-              help="priority 0 for every pod (default: LS/Guaranteed 9000, Burstable 7000, "
-              "BE 5000)")
+@click.option(
+    "--nodes",
+    "nodes",
+    type=_FILE,
+    required=True,
+    help="node list, e.g. openb_node_list_all_node.csv",
+)
+@click.option(
+    "--pods", "pods", type=_FILE, required=True, help="pod list, e.g. openb_pod_list_default.csv"
+)
+@click.option("--limit", type=click.IntRange(min=1), help="keep the first N pods by creation_time")
+@click.option(
+    "--leaf-size",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="nodes per synthetic leaf (nodes grouped by machine type first)",
+)
+@click.option(
+    "--ignore-qos",
+    is_flag=True,
+    help="priority 0 for every pod (default: LS/Guaranteed 9000, Burstable 7000, BE 5000)",
+)
 @_output_option
 def alibaba_gpu(
-    nodes: Path, pods: Path, limit: int | None, leaf_size: int, ignore_qos: bool,
+    nodes: Path,
+    pods: Path,
+    limit: int | None,
+    leaf_size: int,
+    ignore_qos: bool,
     output: Path | None,
 ) -> None:
     """Convert the Alibaba GPU trace (cluster-trace-gpu-v2023, "openb") into an instance:
@@ -95,20 +111,41 @@ def alibaba_gpu(
 
 @convert.command("jobs-trace")
 @click.argument("trace", type=_FILE)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
-              help="philly: pollux-philly-jobs/philly.csv; itp: itp-elasticflow/clusterNN.csv")
-@click.option("--gpus-per-node", type=click.IntRange(min=1), default=8, show_default=True,
-              help="P: a job of G > P GPUs becomes floor(G/P) pods of P plus the remainder")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    required=True,
+    help="philly: pollux-philly-jobs/philly.csv; itp: itp-elasticflow/clusterNN.csv",
+)
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="P: a job of G > P GPUs becomes floor(G/P) pods of P plus the remainder",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="keep the first N jobs of the window")
-@click.option("--window", metavar="START:END",
-              help="jobs arriving in [START, END) s after the trace's zero, e.g. 30d:30d8h")
-@click.option("--cluster", type=_FILE,
-              help="instance file to take nodes, levels, queues and running pods from "
-              "(default: a generated 512-node hgx8 fat-tree)")
+@click.option(
+    "--window",
+    metavar="START:END",
+    help="jobs arriving in [START, END) s after the trace's zero, e.g. 30d:30d8h",
+)
+@click.option(
+    "--cluster",
+    type=_FILE,
+    help="instance file to take nodes, levels, queues and running pods from "
+    "(default: a generated 512-node hgx8 fat-tree)",
+)
 @_output_option
 def jobs_trace(
-    trace: Path, fmt: str, gpus_per_node: int, limit: int | None, window: str | None,
-    cluster: Path | None, output: Path | None,
+    trace: Path,
+    fmt: str,
+    gpus_per_node: int,
+    limit: int | None,
+    window: str | None,
+    cluster: Path | None,
+    output: Path | None,
 ) -> None:
     """Convert a window of a Philly or ITP job trace into pending gangs on a cluster."""
     with _user_errors():
@@ -133,29 +170,69 @@ def generate() -> None:
 @click.option("--spines", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--leaves-per-spine", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--nodes-per-leaf", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--layout", type=click.Choice(list(LAYOUTS)), default="hgx8", show_default=True,
-              help="hgx8: 8 GPUs + 8 NICs, 4 PCIe switches, 2 NUMA; 4gpu: 4 GPUs + 4 NICs")
-@click.option("--demand", type=click.FloatRange(min=0), default=1.3, show_default=True,
-              help="pending GPUs / free GPUs to reach")
-@click.option("--queues", type=click.IntRange(1, 15), default=4, show_default=True,
-              help="the N largest Philly virtual clusters, by job count")
-@click.option("--load", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="fraction of GPUs held by running pods")
+@click.option(
+    "--layout",
+    type=click.Choice(list(LAYOUTS)),
+    default="hgx8",
+    show_default=True,
+    help="hgx8: 8 GPUs + 8 NICs, 4 PCIe switches, 2 NUMA; 4gpu: 4 GPUs + 4 NICs",
+)
+@click.option(
+    "--demand",
+    type=click.FloatRange(min=0),
+    default=1.3,
+    show_default=True,
+    help="pending GPUs / free GPUs to reach",
+)
+@click.option(
+    "--queues",
+    type=click.IntRange(1, 15),
+    default=4,
+    show_default=True,
+    help="the N largest Philly virtual clusters, by job count",
+)
+@click.option(
+    "--load",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="fraction of GPUs held by running pods",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--sizes", type=click.Choice(list(TRACES)), default="itp", show_default=True,
-              help="GPU-count histogram of gangs: itp (ElasticFlow) or philly (Pollux)")
+@click.option(
+    "--sizes",
+    type=click.Choice(list(TRACES)),
+    default="itp",
+    show_default=True,
+    help="GPU-count histogram of gangs: itp (ElasticFlow) or philly (Pollux)",
+)
 @_output_option
 def fat_tree_command(
-    spines: int, leaves_per_spine: int, nodes_per_leaf: int, layout: str, demand: float,
-    queues: int, load: float, seed: int, sizes: str, output: Path | None,
+    spines: int,
+    leaves_per_spine: int,
+    nodes_per_leaf: int,
+    layout: str,
+    demand: float,
+    queues: int,
+    load: float,
+    seed: int,
+    sizes: str,
+    output: Path | None,
 ) -> None:
     """A fat-tree instance: spines > leaves > nodes, mixed GPU models across racks, running
     load scattered as after days of churn, pending gangs drawn from real traces."""
     with _user_errors():
         try:
             result = fat_tree(
-                spines, leaves_per_spine, nodes_per_leaf, layout, demand, queues, load,
-                seed, sizes,
+                spines,
+                leaves_per_spine,
+                nodes_per_leaf,
+                layout,
+                demand,
+                queues,
+                load,
+                seed,
+                sizes,
             )
         except GeneratorError as err:
             raise InputError("generate fat-tree", [Problem("", str(err))]) from None

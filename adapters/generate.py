@@ -258,8 +258,13 @@ def _shape(spines: int, leaves_per_spine: int, nodes_per_leaf: int, layout: str)
             names.append(f"{model.name.lower()}-{leaf * nodes_per_leaf + k:0{width}d}")
             models.append(model)
     return _Shape(
-        lay, tuple(names), tuple(models), tuple(leaf_models), nodes_per_leaf,
-        leaves_per_spine, spines,
+        lay,
+        tuple(names),
+        tuple(models),
+        tuple(leaf_models),
+        nodes_per_leaf,
+        leaves_per_spine,
+        spines,
     )
 
 
@@ -423,11 +428,7 @@ def _running_jobs(
     """The running jobs left after the fill-and-churn process of the module docstring."""
     rng = random.Random(f"gangplan-generate-running-{seed}")
     per_node = shape.layout.gpus
-    mix = {
-        s: max(1, secs // s)
-        for s, secs in stats.gpu_seconds_by_gpus.items()
-        if s <= shape.gpus
-    }
+    mix = {s: max(1, secs // s) for s, secs in stats.gpu_seconds_by_gpus.items() if s <= shape.gpus}
     draw_size, draw_queue = _Draw(mix), _share_draw(shares)
     index = _FreeIndex(len(shape.names), per_node)
     target = round(load * shape.gpus)

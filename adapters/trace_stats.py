@@ -66,9 +66,7 @@ ITP_ELASTICFLOW = JobTraceStats(
     url="https://github.com/microsoft/elasticflow-traces",
     license="MIT License, Copyright (c) Microsoft Corporation",
     files="../shared/data/itp-elasticflow/cluster01.csv .. cluster10.csv",
-    jobs_by_gpus=MappingProxyType(
-        {1: 57682, 2: 1483, 4: 2371, 8: 7009, 16: 381, 32: 354, 64: 71}
-    ),
+    jobs_by_gpus=MappingProxyType({1: 57682, 2: 1483, 4: 2371, 8: 7009, 16: 381, 32: 354, 64: 71}),
     gpu_seconds_by_gpus=MappingProxyType(
         {
             1: 744178519,
@@ -87,8 +85,7 @@ PHILLY = JobTraceStats(
     trace="Microsoft Philly (Jeon et al., USENIX ATC '19), per-job summary of the Pollux "
     "artifact (OSDI '21)",
     url="https://github.com/petuum/adaptdl/blob/osdi21-artifact/simulator/traces/philly.csv",
-    license="data CC BY 4.0 (Microsoft, msr-fiddle/philly-traces); artifact repository "
-    "Apache-2.0",
+    license="data CC BY 4.0 (Microsoft, msr-fiddle/philly-traces); artifact repository Apache-2.0",
     files="../shared/data/pollux-philly-jobs/philly.csv",
     jobs_by_gpus=MappingProxyType(
         {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6, 128: 3}
@@ -128,7 +125,5 @@ PHILLY = JobTraceStats(
     ),
 )
 
-TRACES: Mapping[str, JobTraceStats] = MappingProxyType(
-    {"itp": ITP_ELASTICFLOW, "philly": PHILLY}
-)
+TRACES: Mapping[str, JobTraceStats] = MappingProxyType({"itp": ITP_ELASTICFLOW, "philly": PHILLY})
 """By the short name the CLI takes (``--sizes itp|philly``)."""

@@ -374,9 +374,9 @@ class Converted:
     def summary(self) -> str:
         s = self.snapshot
         gpus = sum(n.allocatable.get(s.gpu, 0) for n in s.nodes) / GPU_MILLI
-        pending = sum(
-            r.count * r.requests.get(s.gpu, 0) for g in s.gangs for r in g.roles
-        ) / GPU_MILLI
+        pending = (
+            sum(r.count * r.requests.get(s.gpu, 0) for g in s.gangs for r in g.roles) / GPU_MILLI
+        )
         running = sum(p.requests.get(s.gpu, 0) for p in s.running) / GPU_MILLI
         return (
             f"{len(s.nodes)} nodes, {gpus:g} GPUs, {len(s.queues)} queues, "

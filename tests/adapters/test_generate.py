@@ -66,7 +66,14 @@ def test_hgx8_cluster_shape() -> None:
     for n in s.nodes:
         leaf_model.setdefault(n.labels["network.gangplan.io/leaf"], n.gpu_model)
     assert [leaf_model[f"leaf-{i}"] for i in range(8)] == [
-        "H100", "A100", "H100", "A100", "H200", "H100", "A100", "H100",
+        "H100",
+        "A100",
+        "H100",
+        "A100",
+        "H200",
+        "H100",
+        "A100",
+        "H100",
     ]
     h100 = s.node_by_name["h100-0000"]
     assert h100.allocatable == {"cpu": 192000, "memory": 2048 * GIB, GPU: 8000, NIC: 8000}
@@ -99,7 +106,10 @@ def test_queues_from_philly_vcs() -> None:
     # the 4 largest VCs: 41,226 + 16,091 + 9,953 + 7,423 = 74,693 jobs;
     # 41,226 / 74,693 = 55.194 %, 16,091 / 74,693 = 21.543 %, 9,953 -> 13.325 %, 7,423 -> 9.938 %
     assert [(q.name, q.weight) for q in s.queues] == [
-        ("vc-6214e9", 55.194), ("vc-11cb48", 21.543), ("vc-6c71a0", 13.325), ("vc-b436b2", 9.938),
+        ("vc-6214e9", 55.194),
+        ("vc-11cb48", 21.543),
+        ("vc-6c71a0", 13.325),
+        ("vc-b436b2", 9.938),
     ]
     s15 = generate_fat_tree(1, 1, 4, queues=15)
     # all 82,247 jobs; the smallest VCs, 3 jobs: 0.00365 % -> 0.004 (never 0)
@@ -117,8 +127,9 @@ def test_queues_from_philly_vcs() -> None:
         ((4, 8, 16), "hgx8", 0.8, 0.5),
     ],
 )
-def test_load_and_demand(shape: tuple[int, int, int], layout: str, load: float, demand: float
-                         ) -> None:
+def test_load_and_demand(
+    shape: tuple[int, int, int], layout: str, load: float, demand: float
+) -> None:
     s = generate_fat_tree(*shape, layout, demand=demand, load=load, seed=3)
     total = gpus(s)
     # the load is exact: the fill ends on jobs no larger than the gap and a 1-GPU job fits
@@ -240,9 +251,28 @@ def test_bad_parameters(kwargs: dict[str, object], message: str) -> None:
 
 def test_cli_generate_writes_a_small_file(tmp_path: Path) -> None:
     out = tmp_path / "ft.yaml"
-    args = ["generate", "fat-tree", "--spines", "2", "--leaves-per-spine", "4",
-            "--nodes-per-leaf", "8", "--layout", "hgx8", "--demand", "1.3", "--queues", "4",
-            "--load", "0.5", "--seed", "9", "-o", str(out)]
+    args = [
+        "generate",
+        "fat-tree",
+        "--spines",
+        "2",
+        "--leaves-per-spine",
+        "4",
+        "--nodes-per-leaf",
+        "8",
+        "--layout",
+        "hgx8",
+        "--demand",
+        "1.3",
+        "--queues",
+        "4",
+        "--load",
+        "0.5",
+        "--seed",
+        "9",
+        "-o",
+        str(out),
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     snap, warnings = load_snapshot(out)
@@ -288,6 +318,4 @@ def test_embedded_histograms_match_the_script() -> None:
         got = derived[stats.name]
         assert got["jobs_by_gpus"] == dict(stats.jobs_by_gpus)
         assert got["gpu_seconds_by_gpus"] == dict(stats.gpu_seconds_by_gpus)
-    assert list(derived[PHILLY.name]["jobs_by_queue"].items()) == list(
-        PHILLY.jobs_by_queue.items()
-    )
+    assert list(derived[PHILLY.name]["jobs_by_queue"].items()) == list(PHILLY.jobs_by_queue.items())

@@ -140,14 +140,30 @@ def test_leaves_group_machine_types_in_order_of_appearance() -> None:
     # Leaves of 2: T4 -> leaf-000 (a, c), leaf-001 (e); CPU -> leaf-002; G2 -> leaf-003.
     nodes = [
         OpenbNode(n, 1000, 1024, g, m)
-        for n, g, m in [("a", 2, "T4"), ("b", 0, None), ("c", 2, "T4"), ("d", 8, "G2"),
-                        ("e", 2, "T4"), ("f", 0, None)]
+        for n, g, m in [
+            ("a", 2, "T4"),
+            ("b", 0, None),
+            ("c", 2, "T4"),
+            ("d", 8, "G2"),
+            ("e", 2, "T4"),
+            ("f", 0, None),
+        ]
     ]
     assert assign_leaves(nodes, 2) == [
-        "leaf-000", "leaf-002", "leaf-000", "leaf-003", "leaf-001", "leaf-002",
+        "leaf-000",
+        "leaf-002",
+        "leaf-000",
+        "leaf-003",
+        "leaf-001",
+        "leaf-002",
     ]
     assert assign_leaves(nodes, 16) == [
-        "leaf-000", "leaf-001", "leaf-000", "leaf-002", "leaf-000", "leaf-001",
+        "leaf-000",
+        "leaf-001",
+        "leaf-000",
+        "leaf-002",
+        "leaf-000",
+        "leaf-001",
     ]
 
 
@@ -200,11 +216,15 @@ def test_openb_limit_and_ignore_qos(tmp_path: Path) -> None:
 
 def test_openb_five_column_list(tmp_path: Path) -> None:
     # the multigpu lists have only name..gpu_milli: arrival falls back to the row number
-    pods = write(tmp_path, "pods.csv", """
+    pods = write(
+        tmp_path,
+        "pods.csv",
+        """
         name,cpu_milli,memory_mib,num_gpu,gpu_milli
         x,1000,1024,1,500
         y,1000,1024,0,0
-    """)
+    """,
+    )
     result = convert_openb(write(tmp_path, "nodes.csv", NODES_CSV), pods)
     x, y = result.snapshot.gangs
     assert (x.name, x.creation_time, x.priority, x.roles[0].requests[GPU]) == ("x", 1, 0, 500)
@@ -215,38 +235,68 @@ def test_openb_five_column_list(tmp_path: Path) -> None:
     ("kind", "text", "expected"),
     [
         # a letter where a number goes
-        ("nodes", "sn,cpu_milli,memory_mib,gpu,model\nn1,abc,1,0,\n",
-         "row 1 (line 2), column 'cpu_milli': 'abc' is not a whole number"),
+        (
+            "nodes",
+            "sn,cpu_milli,memory_mib,gpu,model\nn1,abc,1,0,\n",
+            "row 1 (line 2), column 'cpu_milli': 'abc' is not a whole number",
+        ),
         # a GPU node without its model
-        ("nodes", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,0,\nn2,1,1,2,\n",
-         "row 2 (line 3), column 'model': empty, but the node has 2 GPUs"),
+        (
+            "nodes",
+            "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,0,\nn2,1,1,2,\n",
+            "row 2 (line 3), column 'model': empty, but the node has 2 GPUs",
+        ),
         # the same node twice
-        ("nodes", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,0,\nn1,1,1,0,\n",
-         "row 2 (line 3), column 'sn': duplicate node name 'n1' (first at row 1)"),
+        (
+            "nodes",
+            "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,0,\nn1,1,1,0,\n",
+            "row 2 (line 3), column 'sn': duplicate node name 'n1' (first at row 1)",
+        ),
         # a short row
-        ("nodes", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1\n",
-         "row 1 (line 2): has 3 fields; the header has 5"),
+        (
+            "nodes",
+            "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1\n",
+            "row 1 (line 2): has 3 fields; the header has 5",
+        ),
         # a pod list given as the node list
-        ("nodes", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n",
-         "line 1 (header): missing columns 'sn', 'gpu', 'model'"),
+        (
+            "nodes",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n",
+            "line 1 (header): missing columns 'sn', 'gpu', 'model'",
+        ),
         # an empty file
         ("nodes", "", "empty file (expected a header: sn, cpu_milli, memory_mib, gpu, model)"),
         # more GPUs than a node of the trace has
-        ("pods", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,9,1000\n",
-         "row 1 (line 2), column 'num_gpu': 9 is out of range (accepted: 0..8)"),
+        (
+            "pods",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,9,1000\n",
+            "row 1 (line 2), column 'num_gpu': 9 is out of range (accepted: 0..8)",
+        ),
         # a share of more than one GPU
-        ("pods", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1500\n",
-         "row 1 (line 2), column 'gpu_milli': 1500 is out of range (accepted: 0..1000)"),
+        (
+            "pods",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1500\n",
+            "row 1 (line 2), column 'gpu_milli': 1500 is out of range (accepted: 0..1000)",
+        ),
         # a GPU share on a CPU-only pod
-        ("pods", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,0,300\n",
-         "row 1 (line 2), column 'gpu_milli': 300 on a pod with num_gpu 0 (accepted: 0)"),
+        (
+            "pods",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,0,300\n",
+            "row 1 (line 2), column 'gpu_milli': 300 on a pod with num_gpu 0 (accepted: 0)",
+        ),
         # an unknown QoS class
-        ("pods", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos\np,1,1,0,0,Gold\n",
-         "row 1 (line 2), column 'qos': unknown QoS class 'Gold' (accepted: LS, Guaranteed, "
-         "Burstable, BE)"),
+        (
+            "pods",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos\np,1,1,0,0,Gold\n",
+            "row 1 (line 2), column 'qos': unknown QoS class 'Gold' (accepted: LS, Guaranteed, "
+            "Burstable, BE)",
+        ),
         # a column no pod list has
-        ("pods", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,user\n",
-         "line 1 (header): unknown column 'user'"),
+        (
+            "pods",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,user\n",
+            "line 1 (header): unknown column 'user'",
+        ),
     ],
 )
 def test_openb_bad_input(tmp_path: Path, kind: str, text: str, expected: str) -> None:
@@ -276,8 +326,20 @@ def test_cli_alibaba_writes_instance(tmp_path: Path) -> None:
     nodes = write(tmp_path, "nodes.csv", NODES_CSV)
     pods = write(tmp_path, "pods.csv", PODS_CSV)
     out = tmp_path / "openb.yaml"
-    result = run("convert", "alibaba-gpu", "--nodes", nodes, "--pods", pods, "--limit", "3",
-                 "--leaf-size", "2", "-o", out)
+    result = run(
+        "convert",
+        "alibaba-gpu",
+        "--nodes",
+        nodes,
+        "--pods",
+        pods,
+        "--limit",
+        "3",
+        "--leaf-size",
+        "2",
+        "-o",
+        out,
+    )
     assert result.exit_code == 0, result.output
     snap, _ = load_snapshot(out)
     assert [g.name for g in snap.gangs] == ["p-two", "p-cpu", "p-whole"]
@@ -298,9 +360,18 @@ def test_openb_real_node_list() -> None:
     # CSV lines 229..231 (README sample): openb-node-0227 CPU-only, 0228 G3 x 8, 0229 V100M32 x 8
     n227, n228, n229 = nodes[227:230]
     assert (n227.name, n227.cpu_milli, n227.memory_mib, n227.gpus, n227.model) == (
-        "openb-node-0227", 32000, 262144, 0, None)
+        "openb-node-0227",
+        32000,
+        262144,
+        0,
+        None,
+    )
     assert (n228.name, n228.cpu_milli, n228.gpus, n228.model) == (
-        "openb-node-0228", 128000, 8, "G3")
+        "openb-node-0228",
+        128000,
+        8,
+        "G3",
+    )
     assert (n229.name, n229.model) == ("openb-node-0229", "V100M32")
 
 
@@ -315,7 +386,8 @@ def test_openb_real_default_list_converts_and_validates() -> None:
     assert len(s.gangs) == 8152  # SOURCE.md
     # SOURCE.md: num_gpu 0 -> 1088, 1 -> 6989, 2 -> 16, 4 -> 15, 8 -> 44
     whole = Counter(
-        g.roles[0].requests.get(GPU, 0) // 1000 if g.roles[0].requests.get(GPU, 0) >= 1000
+        g.roles[0].requests.get(GPU, 0) // 1000
+        if g.roles[0].requests.get(GPU, 0) >= 1000
         else (1 if g.roles[0].requests.get(GPU, 0) else 0)
         for g in s.gangs
     )
@@ -410,23 +482,35 @@ def test_jobs_on_a_cluster_file(tmp_path: Path) -> None:
     assert [(r.name, r.count, r.requests[GPU]) for r in g24.roles] == [("worker", 3, 8000)]
     # the cluster's queues are kept, the trace's added with weight 1
     assert [(q.name, q.weight) for q in s.queues] == [
-        ("team-a", 3), ("team-b", 2), ("team-c", 1), ("vc-bb22", 1), ("vc-aa11", 1),
+        ("team-a", 3),
+        ("team-b", 2),
+        ("team-c", 1),
+        ("vc-bb22", 1),
+        ("vc-aa11", 1),
     ]
     assert len(s.nodes) == 32 and len(s.running) == 18  # the default's cluster, running kept
     assert result.data["metadata"]["durations"] == {
-        "philly-00001": 60, "philly-00002": 30, "philly-00003": 90, "philly-00004": 45,
+        "philly-00001": 60,
+        "philly-00002": 30,
+        "philly-00003": 90,
+        "philly-00004": 45,
     }
 
 
 def test_itp_small_and_gpus_per_node(tmp_path: Path) -> None:
-    trace = write(tmp_path, "cluster07.csv", """
+    trace = write(
+        tmp_path,
+        "cluster07.csv",
+        """
         job_id,submission_time,duration,num_gpu
         j1,100,600,16
         j2,50,700,1
-    """)
+    """,
+    )
     jobs = read_itp(trace)
     assert [(j.name, j.arrival, j.duration, j.gpus, j.queue) for j in jobs] == [
-        ("j1", 100, 600, 16, None), ("j2", 50, 700, 1, None),
+        ("j1", 100, 600, 16, None),
+        ("j2", 50, 700, 1, None),
     ]
     result = convert_jobs(trace, "itp", gpus_per_node=4)
     s = result.snapshot
@@ -441,19 +525,28 @@ def test_itp_small_and_gpus_per_node(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         # a date in another format
-        ("timestamp,duration,num_gpus,gpu_time,cluster\n10/01/2017 00:00,1,1,1,v\n",
-         "row 1 (line 2), column 'timestamp': '10/01/2017 00:00' is not a date-time "
-         "YYYY-MM-DD HH:MM:SS"),
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster\n10/01/2017 00:00,1,1,1,v\n",
+            "row 1 (line 2), column 'timestamp': '10/01/2017 00:00' is not a date-time "
+            "YYYY-MM-DD HH:MM:SS",
+        ),
         # a job of no GPU
-        ("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,0,0,v\n",
-         "row 1 (line 2), column 'num_gpus': 0 is out of range (accepted: >= 1)"),
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,0,0,v\n",
+            "row 1 (line 2), column 'num_gpus': 0 is out of range (accepted: >= 1)",
+        ),
         # a negative duration, on the third line
-        ("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,1,1,v\n"
-         "2017-10-01 00:00:00,-4,1,1,v\n",
-         "row 2 (line 3), column 'duration': -4 is out of range (accepted: a finite number >= 0)"),
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,1,1,v\n"
+            "2017-10-01 00:00:00,-4,1,1,v\n",
+            "row 2 (line 3), column 'duration': -4 is out of range "
+            "(accepted: a finite number >= 0)",
+        ),
         # no VC
-        ("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,1,1,\n",
-         "row 1 (line 2), column 'cluster': empty virtual cluster id"),
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1,1,1,\n",
+            "row 1 (line 2), column 'cluster': empty virtual cluster id",
+        ),
     ],
 )
 def test_philly_bad_input(tmp_path: Path, text: str, expected: str) -> None:
@@ -486,8 +579,19 @@ def test_cli_jobs_trace_errors(tmp_path: Path) -> None:
 def test_cli_jobs_trace_writes_instance(tmp_path: Path) -> None:
     trace = write(tmp_path, "philly.csv", PHILLY_CSV)
     out = tmp_path / "jobs.json"
-    result = run("convert", "jobs-trace", "--format", "philly", trace, "--window", "10m:1h1s",
-                 "--cluster", ROOT / "instances" / "default.yaml", "-o", out)
+    result = run(
+        "convert",
+        "jobs-trace",
+        "--format",
+        "philly",
+        trace,
+        "--window",
+        "10m:1h1s",
+        "--cluster",
+        ROOT / "instances" / "default.yaml",
+        "-o",
+        out,
+    )
     assert result.exit_code == 0, result.output
     snap, _ = load_snapshot(out)
     # [600, 3601): rows 1, 4 (600 s) and 3 (3600 s)
@@ -515,7 +619,16 @@ def test_philly_real_rows() -> None:
     assert (j.arrival, j.duration, j.gpus, j.queue) == (53 * 86400 + 8311, 1257, 12, "vc-e13805")
     # SOURCE.md: per-size counts
     assert Counter(j.gpus for j in jobs) == {
-        1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6, 128: 3,
+        1: 76627,
+        2: 1818,
+        4: 1870,
+        8: 1643,
+        12: 7,
+        16: 199,
+        24: 7,
+        32: 67,
+        64: 6,
+        128: 3,
     }
 
 
@@ -550,7 +663,8 @@ def test_philly_real_12_gpu_job_is_8_plus_4() -> None:
     result = convert_jobs(PHILLY, "philly", window=(t, t + 1))
     g = result.snapshot.gang_by_key["default/philly-09937"]
     assert [(r.name, r.count, r.requests[GPU]) for r in g.roles] == [
-        ("worker", 1, 8000), ("remainder", 1, 4000)
+        ("worker", 1, 8000),
+        ("remainder", 1, 4000),
     ]
     assert result.data["metadata"]["durations"]["philly-09937"] == 1257
 
