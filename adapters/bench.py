@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -429,10 +430,8 @@ def _run_replay(
 
 def _environment() -> dict[str, str]:
     try:
-        import ortools
-
-        ortools_version = ortools.__version__
-    except (ImportError, AttributeError):  # pragma: no cover - ortools is a dependency
+        ortools_version = metadata.version("ortools")
+    except metadata.PackageNotFoundError:  # pragma: no cover - ortools is a dependency
         ortools_version = "unknown"
     try:
         commit = subprocess.run(
@@ -451,7 +450,16 @@ def _environment() -> dict[str, str]:
         "python": platform.python_version(),
         "ortools": ortools_version,
         "commit": commit,
+        "load": _load(),
     }
+
+
+def _load() -> str:
+    """The 1-minute load average (other work on the machine slows every placer alike)."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:  # pragma: no cover - platforms without getloadavg
+        return "unknown"
 
 
 @contextmanager
@@ -522,6 +530,7 @@ def run_suite(
                 result.skipped.append(("alibaba replay", note))
                 bar.update(task, completed=total)
     result.elapsed_s = time.monotonic() - started
+    result.environment["load"] += f" at the start, {_load()} at the end"
     return result
 
 
@@ -568,7 +577,8 @@ def evaluate_targets(result: BenchResult) -> list[Target]:
 
     # 2. 512 nodes, D = 1.3: throughput gap within 1% at 5 s
     runs = [
-        r for r in cpsat
+        r
+        for r in cpsat
         if r.instance.family == "fat-tree" and r.instance.nodes == 512 and r.time_limit_s == 5.0
     ]
     gaps = [(r, r.metrics.solve.throughput_gap if r.metrics.solve else None) for r in runs]
@@ -587,13 +597,16 @@ def evaluate_targets(result: BenchResult) -> list[Target]:
 
     # 3. 2,048 nodes, D = 1.3: a verified plan within 10 s, gaps reported
     runs = [
-        r for r in cpsat
+        r
+        for r in cpsat
         if r.instance.family == "fat-tree" and r.instance.nodes == 2048 and r.time_limit_s == 10.0
     ]
 
     def ok3(r: Run) -> bool:
-        return r.verified and r.wall_time_s <= 10.0 and bool(
-            r.metrics.solve and r.metrics.solve.max_gap is not None
+        return (
+            r.verified
+            and r.wall_time_s <= 10.0
+            and bool(r.metrics.solve and r.metrics.solve.max_gap is not None)
         )
 
     out.append(

@@ -35,9 +35,11 @@ QUALITY: tuple[tuple[str, Callable[[Run], float | None]], ...] = (
     ("GPUs placed (% of free)", lambda r: _pct(r.metrics.placed_of_free)),
     (
         "gangs admitted (% of pending)",
-        lambda r: _pct(r.metrics.gangs_admitted / r.metrics.gangs_pending)
-        if r.metrics.gangs_pending
-        else None,
+        lambda r: (
+            _pct(r.metrics.gangs_admitted / r.metrics.gangs_pending)
+            if r.metrics.gangs_pending
+            else None
+        ),
     ),
     ("multi-pod gangs in one leaf (% of those that fit)", lambda r: _pct(r.metrics.one_leaf_share)),
     ("spread over minimum (leaves per multi-pod gang)", lambda r: r.metrics.mean_spread_over_min),
@@ -63,9 +65,7 @@ def _quality(result: BenchResult, path: Path) -> None:
         for j, placer in enumerate(placers):
             xs, ys = [], []
             for i, inst in enumerate(instances):
-                run = next(
-                    (r for r in result.runs_of(inst) if r.placer == placer), None
-                )
+                run = next((r for r in result.runs_of(inst) if r.placer == placer), None)
                 v = get(run) if run is not None else None
                 if v is not None:
                     xs.append(i - 0.4 + width * (j + 0.5))
@@ -110,8 +110,11 @@ def _gap(result: BenchResult, path: Path) -> None:
         ax.set_xticks(result.suite.cpsat_limits)
         ax.set_xticklabels([f"{t:g}" for t in result.suite.cpsat_limits])
     axes[0].legend(fontsize=7)
-    fig.suptitle("CP-SAT gap against time limit (a point is missing where the cycle returned "
-                 "a baseline's plan)", fontsize=9)
+    fig.suptitle(
+        "CP-SAT gap against time limit (a point is missing where the cycle returned "
+        "a baseline's plan)",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -12,15 +12,34 @@ __all__ = ["bench"]
 
 
 @click.command()
-@click.option("--suite", type=click.Choice(["small", "standard", "large"]), default="small",
-              show_default=True, help="which instances and CP-SAT time limits")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("bench-out"), show_default=True,
-              help="folder for report.md, results.csv and the plots")
-@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="the real traces (default: $GANGPLAN_SHARED_DATA or ../shared/data)")
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
-              help="CP-SAT search workers")
+@click.option(
+    "--suite",
+    type=click.Choice(["small", "standard", "large"]),
+    default="small",
+    show_default=True,
+    help="which instances and CP-SAT time limits",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-out"),
+    show_default=True,
+    help="folder for report.md, results.csv and the plots",
+)
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the real traces (default: $GANGPLAN_SHARED_DATA or ../shared/data)",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="CP-SAT search workers",
+)
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: bool) -> None:
     """Run every placer on every instance of a suite; write DIR/report.md, results.csv, plots.
@@ -31,8 +50,9 @@ def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: b
     from gangplan.adapters.bench_report import write_outputs
 
     err = Console(stderr=True, highlight=False)
-    result = run_suite(SUITES[suite], data_dir=data, workers=workers, console=err,
-                       progress=not no_progress)
+    result = run_suite(
+        SUITES[suite], data_dir=data, workers=workers, console=err, progress=not no_progress
+    )
     paths = write_outputs(result, out)
     for path in paths:
         click.echo(f"wrote {path}")

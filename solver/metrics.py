@@ -420,9 +420,15 @@ class _OneLeafFit:
             gang.gpu_models,
             gang.topology,
             tuple(
-                (r.requests.get(self.snapshot.gpu, 0), tuple(sorted(r.requests.items())),
-                 tuple(sorted(r.node_selector.items())), r.node_affinity, r.tolerations,
-                 r.topology, n)
+                (
+                    r.requests.get(self.snapshot.gpu, 0),
+                    tuple(sorted(r.requests.items())),
+                    tuple(sorted(r.node_selector.items())),
+                    r.node_affinity,
+                    r.tolerations,
+                    r.topology,
+                    n,
+                )
                 for r, n in roles
             ),
         )

@@ -21,10 +21,26 @@ PLACERS = (*BASELINES, "cpsat@1s")
 ALWAYS = {
     # metrics every plan has (the others are n/a when there is nothing to measure: model
     # size for a baseline, gaps when CP-SAT returned a baseline's plan, shares of nothing)
-    "status", "verified", "wall_time_s", "gpus_placed", "placed_of_demand", "placed_of_free",
-    "gangs_admitted", "gangs_by_priority", "multi_pod_gangs", "spread_over_min", "spread_gangs",
-    "one_leaf_fit", "one_leaf_got", "jain", "min_fair_ratio", "queues_below_target",
-    "stranded_gpus", "partly_used_nodes", "largest_8gpu_gang_leaf", "largest_8gpu_gang_any",
+    "status",
+    "verified",
+    "wall_time_s",
+    "gpus_placed",
+    "placed_of_demand",
+    "placed_of_free",
+    "gangs_admitted",
+    "gangs_by_priority",
+    "multi_pod_gangs",
+    "spread_over_min",
+    "spread_gangs",
+    "one_leaf_fit",
+    "one_leaf_got",
+    "jain",
+    "min_fair_ratio",
+    "queues_below_target",
+    "stranded_gpus",
+    "partly_used_nodes",
+    "largest_8gpu_gang_leaf",
+    "largest_8gpu_gang_any",
 }
 CPSAT_ALWAYS = {"variables", "constraints", "open_tiers"}
 
@@ -48,8 +64,14 @@ def _rows(out: Path) -> list[dict[str, str]]:
 def test_small_suite_runs_and_writes_everything(small_run) -> None:
     out, output = small_run
     assert not output.startswith("exit"), output
-    for name in ("report.md", "results.csv", "queues.csv", "quality.png", "cpsat_gap.png",
-                 "solve_time.png"):
+    for name in (
+        "report.md",
+        "results.csv",
+        "queues.csv",
+        "quality.png",
+        "cpsat_gap.png",
+        "solve_time.png",
+    ):
         assert (out / name).is_file(), name
         assert f"wrote {out / name}" in output
     for name in ("quality.png", "cpsat_gap.png", "solve_time.png"):
@@ -132,9 +154,7 @@ def test_suites_are_those_of_issue_5() -> None:
     assert small.cpsat_limits == (1.0,) and small.replay is None
     assert standard.cpsat_limits == (1.0, 5.0, 10.0)
     fat = sorted(i.name for i in standard.instances if i.family == "fat-tree")
-    assert fat == sorted(
-        f"fat-tree-{n}-load{load}" for n in (64, 512, 2048) for load in (50, 80)
-    )
+    assert fat == sorted(f"fat-tree-{n}-load{load}" for n in (64, 512, 2048) for load in (50, 80))
     assert [i.family for i in standard.instances].count("philly") == 1
     assert standard.replay is not None
     assert large.cpsat_limits == (1.0, 5.0, 10.0, 30.0)

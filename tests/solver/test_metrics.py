@@ -179,7 +179,11 @@ def test_solve_stats_from_the_plan_summary(two_nodes, one_role_gang, plan_of) ->
     s = plan_metrics(snap, Plan(gangs=plan.gangs, pods=plan.pods, summary=summary)).solve
     assert s is not None
     assert (s.placer, s.status, s.wall_time_s, s.variables, s.constraints) == (
-        "cpsat", "feasible", 1.5, 10, 4,
+        "cpsat",
+        "feasible",
+        1.5,
+        10,
+        4,
     )
     # throughput: the largest gap of the p*.gpu_milli entries; max: of all; open: "feasible"
     assert (s.throughput_gap, s.max_gap, s.open_tiers) == (0.125, 1.0, 2)
