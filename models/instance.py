@@ -121,7 +121,7 @@ class RunningEntry(RunningPod):
 class InstanceFile(_Frozen):
     """The instance file's schema (``kind: Instance``)."""
 
-    api_version: Literal["gangplan.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
+    api_version: Literal["gangplan.io/v1alpha1"] = Field("gangplan.io/v1alpha1", alias="apiVersion")
     kind: Literal["Instance"] = "Instance"
     metadata: dict[str, Any] = Field(
         default_factory=dict,
@@ -208,7 +208,7 @@ class InstanceFile(_Frozen):
         try:
             snapshot = Snapshot.model_validate(data)
         except ValidationError as err:
-            problems = []
+            problems: list[Problem] = []
             for e in err.errors():
                 ctx_err = (e.get("ctx") or {}).get("error")
                 if isinstance(ctx_err, SnapshotError):

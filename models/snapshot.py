@@ -488,7 +488,7 @@ class Snapshot(_Frozen):
     counts disagree with ``allocatable``, fractional extended resources.
     """
 
-    api_version: Literal["gangplan.io/v1alpha1"] = API_VERSION
+    api_version: Literal["gangplan.io/v1alpha1"] = "gangplan.io/v1alpha1"
     resources: ResourceNames = Field(default_factory=ResourceNames)
     levels: tuple[Level, ...] = ()
     device_layouts: dict[Name, DeviceLayout] = Field(default_factory=dict)
@@ -771,33 +771,33 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
             yield Problem(f"{path}.name", f"duplicate running pod {pod.name!r}")
         if pod.queue is not None and pod.queue not in s.queue_by_name:
             yield Problem(f"{path}.queue", f"unknown queue {pod.queue!r} (declared: {queues})")
-        node = s.node_by_name.get(pod.node)
-        if node is None:
+        host = s.node_by_name.get(pod.node)
+        if host is None:
             yield Problem(
                 f"{path}.node", f"unknown node {pod.node!r} (declared: {_listing(node_names)})"
             )
             continue
         yield from _whole_units(pod.requests, f"{path}.requests", fractional_ok)
-        if node.device_layout is not None and node.device_layout not in s.device_layouts:
+        if host.device_layout is not None and host.device_layout not in s.device_layouts:
             continue
-        layout = s.layout_of(node)
+        layout = s.layout_of(host)
         gpu_ids, nic_ids = set(layout.gpu_ids), set(layout.nic_ids)
         whole = pod.requests.get(s.gpu, 0) >= GPU_MILLI
         for dev in pod.devices:
             if dev not in gpu_ids and dev not in nic_ids:
                 yield Problem(
                     f"{path}.devices",
-                    f"device {dev!r} does not exist on node {node.name!r} (its devices: "
+                    f"device {dev!r} does not exist on node {host.name!r} (its devices: "
                     f"{_listing([*layout.gpu_ids, *layout.nic_ids])})",
                 )
             elif dev in nic_ids or whole:
-                owner = used_whole.get((node.name, dev))
+                owner = used_whole.get((host.name, dev))
                 if owner is not None:
                     yield Problem(
                         f"{path}.devices",
-                        f"device {dev!r} on node {node.name!r} is already held by {owner!r}",
+                        f"device {dev!r} on node {host.name!r} is already held by {owner!r}",
                     )
-                used_whole[(node.name, dev)] = pod.name
+                used_whole[(host.name, dev)] = pod.name
 
 
 def _layout_problems(layout: DeviceLayout, path: str) -> Iterator[Problem]:

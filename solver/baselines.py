@@ -188,7 +188,7 @@ def _place_gang_greedy(
             assert p is not None
             placed.append((p, role))
             order.charge(gang, role)
-    counts = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
     for p, _ in placed:
         counts[p.role] += 1
     ok = len(placed) >= gang.min_size and all(
@@ -373,11 +373,11 @@ def _topology_fit_gang(
                 }
             else:
                 per_domain = {name: dict.fromkeys(caps, 0) for name, _m in domains}
-                for r, rc in caps.items():
+                for rname, rc in caps.items():
                     for n, c in rc.items():
-                        d = ctx.topo.domain_of(n, levels[li])
-                        if d is not None and d.name in per_domain:
-                            per_domain[d.name][r] += c
+                        dom = ctx.topo.domain_of(n, levels[li])
+                        if dom is not None and dom.name in per_domain:
+                            per_domain[dom.name][rname] += c
             for name, members in domains:
                 dcap = per_domain[name]
                 if all(dcap[r] >= counts[r] for r in counts):
@@ -436,10 +436,10 @@ def _place_roles(
             for _ in range(k):
                 if i >= need:
                     break
-                p = state.place(gang, role, node, names[role.name][i])
-                if p is None:
+                placement = state.place(gang, role, node, names[role.name][i])
+                if placement is None:
                     break
-                placed.append((p, role))
+                placed.append((placement, role))
                 order.charge(gang, role)
                 i += 1
         if i < need:

@@ -124,25 +124,25 @@ def solve_cycle(
     outcome = solve_model(ctx, incumbent_pods, previous, cfg, budget)
     notes += outcome.notes
     status = outcome.status
-    pods = outcome.pods
-    placer = "cpsat"
-    if pods is not None:
-        trial = assemble_plan(snapshot, pods, {})
+    found: list[PodPlacement] | None = outcome.pods
+    placer_name = "cpsat"
+    if found is not None:
+        trial = assemble_plan(snapshot, found, {})
         violations = verify(snapshot, trial, topology=topo)
         if violations:
             notes.append(
                 "CP-SAT's solution failed the verifier "
                 f"({violations[0]}); the incumbent is returned"
             )
-            status, pods = CycleStatus.FALLBACK, None
+            status, found = CycleStatus.FALLBACK, None
         else:
             sc = score(snapshot, trial, previous, topology=topo, shares=ctx.shares)
             if sc < incumbent_score:
                 notes.append("CP-SAT's plan scores below the incumbent; the incumbent is returned")
-                status, pods = CycleStatus.INCUMBENT, None
-    if pods is None:
-        pods = incumbent_pods
-        placer = f"cpsat (incumbent: {incumbent_name})"
+                status, found = CycleStatus.INCUMBENT, None
+    if found is None:
+        found = incumbent_pods
+        placer_name = f"cpsat (incumbent: {incumbent_name})"
         if status not in (CycleStatus.FALLBACK, CycleStatus.INCUMBENT):
             status = CycleStatus.INCUMBENT
     reason_budget = max(0.0, cfg.time_limit_s - (time.monotonic() - started))
@@ -152,8 +152,8 @@ def solve_cycle(
 
     plan, sc = _finish(
         ctx,
-        pods,
-        placer,
+        found,
+        placer_name,
         status,
         started,
         previous=previous,

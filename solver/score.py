@@ -183,13 +183,13 @@ def score(
         total = GPU_MILLI * topo.gpu_count(node.name)
         if total == 0:
             continue
-        t = min(total, taken.get(node.name, 0))
-        if 0 < t < total:
+        used = min(total, taken.get(node.name, 0))
+        if 0 < used < total:
             partly_nodes += 1
         if topo.leaf_level is not None:
             leaf = topo.domain_of(node.name, topo.leaf_level)
             if leaf is not None:
-                leaf_taken[leaf] += t
+                leaf_taken[leaf] += used
                 leaf_total[leaf] += total
     partly_leaves = sum(1 for d, tot in leaf_total.items() if 0 < leaf_taken[d] < tot)
     entries += [

@@ -36,7 +36,9 @@ class NodeState:
     nics: set[str]
     gpu_order: tuple[str, ...]
     nic_order: tuple[str, ...] = ()
-    groups: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    groups: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = field(
+        default_factory=dict
+    )
     """policy -> group name -> (gpus, nics); filled only for nodes with a declared layout"""
     group_of: dict[str, dict[str, str]] = field(default_factory=dict)
     """policy -> device id -> group name"""
@@ -116,7 +118,7 @@ class ClusterState:
             for policy in ("pcie", "numa"):
                 groups = topology.joint_groups(node.name, policy)
                 if groups:
-                    st.groups[policy] = {g.name: (g.gpus, g.nics) for g in groups}  # type: ignore[assignment]
+                    st.groups[policy] = {g.name: (g.gpus, g.nics) for g in groups}
                     st.group_of[policy] = {d: g.name for g in groups for d in (*g.gpus, *g.nics)}
             self.nodes[node.name] = st
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
@@ -235,20 +237,21 @@ class ClusterState:
             return DeviceChoice(gpus=tuple(gpus), nics=tuple(nics))
         # fewer (or more) NICs than GPUs: NICs only from groups holding the pod's GPUs
         order = sorted(avail, key=lambda g: (-len(avail[g][0]), g))
-        gpus, chosen = [], []
+        picked: list[str] = []
+        chosen: list[str] = []
         for g in order:
-            if len(gpus) == need:
+            if len(picked) == need:
                 break
-            take = avail[g][0][: need - len(gpus)]
-            if take:
-                gpus += take
+            ids = avail[g][0][: need - len(picked)]
+            if ids:
+                picked += ids
                 chosen.append(g)
-        if len(gpus) < need:
+        if len(picked) < need:
             return None
         pool = [n for g in chosen for n in avail[g][1]]
         if len(pool) < nic:
             return None
-        return DeviceChoice(gpus=tuple(gpus), nics=tuple(pool[:nic]))
+        return DeviceChoice(gpus=tuple(picked), nics=tuple(pool[:nic]))
 
     def pod_capacity(self, gang: Gang, role: Role, node: str, limit: int | None = None) -> int:
         """How many more pods of ``role`` fit on ``node`` now (by trial, up to ``limit``).

@@ -294,12 +294,12 @@ def check_capacity(ctx: _Ctx) -> Iterator[Violation]:
                 f"GPU {dev!r} on {node_name!r}: {given} milli-GPU given, {have} free",
             )
     for node_name, req in used.items():
-        free = s.free(node_name).resources
+        left = s.free(node_name).resources
         for res, amount in sorted(req.items()):
-            if amount > free.get(res, 0):
+            if amount > left.get(res, 0):
                 yield Violation(
                     "capacity",
-                    f"node {node_name!r}: {res} placed {amount} > free {free.get(res, 0)} "
+                    f"node {node_name!r}: {res} placed {amount} > free {left.get(res, 0)} "
                     "(base units)",
                 )
 

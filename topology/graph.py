@@ -69,7 +69,7 @@ class Topology:
 
     def __init__(self, snapshot: Snapshot):
         self.levels: tuple[str, ...] = snapshot.level_names
-        self.graph: nx.DiGraph = nx.DiGraph()
+        self.graph: nx.DiGraph[tuple[str, ...]] = nx.DiGraph()
         self._node_domain: dict[str, dict[str, Domain]] = {}
         self._members: dict[Domain, frozenset[str]] = {}
         self._domains_at: dict[str, tuple[Domain, ...]] = {}

@@ -110,20 +110,20 @@ def _hint_from_pods(ix: Index, v: Variables, pods: list[PodPlacement]) -> dict[i
     def put(var: cp_model.IntVar, value: int) -> None:
         values[var.index] = value
 
-    for key, var in v.x.items():
-        put(var, x.get(key, 0))
+    for xk, var in v.x.items():
+        put(var, x.get(xk, 0))
     for gid, var in v.admit.items():
         put(var, 1 if gid in admitted else 0)
-    for key, var in v.z_vars.items():
-        put(var, z.get(key, 0))
-    for key, var in v.joint.items():
-        put(var, joint.get(key, 0))
-    for key, var in v.joint_nic.items():
-        put(var, joint_nic.get(key, 0))
-    for key, var in v.share.items():
-        put(var, share.get(key, 0))
-    for key, var in v.whole.items():
-        put(var, whole.get(key, 0))
+    for zk, var in v.z_vars.items():
+        put(var, z.get(zk, 0))
+    for jk, var in v.joint.items():
+        put(var, joint.get(jk, 0))
+    for nk, var in v.joint_nic.items():
+        put(var, joint_nic.get(nk, 0))
+    for sk, var in v.share.items():
+        put(var, share.get(sk, 0))
+    for wk, var in v.whole.items():
+        put(var, whole.get(wk, 0))
     return values
 
 
@@ -307,7 +307,7 @@ def solve_model(
         model.add(term.expr >= value)
         last = solver
         solver = cp_model.CpSolver()  # keep ``last``'s response for the next tier's values
-        model.clear_hints()
+        model.clear_hints()  # type: ignore[no-untyped-call]
         for idx, val in enumerate(last.response_proto.solution):
             model.add_hint(model.get_int_var_from_proto_index(idx), val)
     if last is None:
@@ -494,7 +494,7 @@ def disaggregate(ix: Index, sol: Solution, previous: Plan | None) -> list[PodPla
             g = item.gang
             names = [(g, item.role.pod_name(g.name, k)) for k in range(item.role.count)]
         # pods that stay where the previous plan had them get those nodes first
-        chosen: list[tuple[object, str, int]] = []
+        chosen: list[tuple[Gang, str, int]] = []
         pool = list(nodes)
         rest = []
         for g, pod in names:
@@ -514,8 +514,8 @@ def disaggregate(ix: Index, sol: Solution, previous: Plan | None) -> list[PodPla
             pods.append(
                 PodPlacement(
                     pod=pod,
-                    gang=g.name,  # type: ignore[attr-defined]
-                    namespace=g.namespace,  # type: ignore[attr-defined]
+                    gang=g.name,
+                    namespace=g.namespace,
                     role=item.role.name,
                     node=slot.node,
                     gpus=slot.gpus,

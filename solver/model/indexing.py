@@ -288,8 +288,8 @@ def build_index(
                 by_key[("alone", n)].append(i)
         blocks = []
         block_of_node = [0] * len(node_names)
-        for key, members in sorted(by_key.items(), key=lambda kv: str(kv[0])):
-            name = key.name if isinstance(key, Domain) else str(key[1])  # type: ignore[index]
+        for bkey, members in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+            name = bkey.name if isinstance(bkey, Domain) else str(bkey[1])  # type: ignore[index]
             b = Block(len(blocks), name, tuple(members))
             for m in members:
                 block_of_node[m] = b.id

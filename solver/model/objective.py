@@ -106,12 +106,12 @@ def _fairness_and_throughput(
             hi = 2_000_000_000
             dom = model.new_int_var(0, hi, f"dominant[p{c},{qname}]")
             model.add_max_equality(dom, lins)
-            short = model.new_int_var(0, t.target, f"shortfall[p{c},{qname}]")
-            model.add(short >= t.target - dom)
+            gap = model.new_int_var(0, t.target, f"shortfall[p{c},{qname}]")
+            model.add(gap >= t.target - dom)
             if t.weight_milli > 0:
-                fair.append(-t.weight_milli * short)
+                fair.append(-t.weight_milli * gap)
             else:
-                fair0.append(-short)
+                fair0.append(-gap)
         terms[f"p{c}.fairness"] = ObjectiveTerm(
             f"p{c}.fairness", sum(fair) if fair else None, fair_const, weight=3, upper=0
         )
@@ -252,17 +252,17 @@ def _fragmentation(
     )
     leaf_const = 0
     leaf_terms: list[cp_model.LinearExprT] = []
-    for leaf, total in leaf_total.items():
-        run = leaf_run[leaf]
-        if not leaf_plan.get(leaf):
+    for lkey, total in leaf_total.items():
+        run = leaf_run[lkey]
+        if not leaf_plan.get(lkey):
             if 0 < run < total:
                 leaf_const -= 1
             continue
-        plan = sum(leaf_plan[leaf])
+        plan = sum(leaf_plan[lkey])
         free = total - run
-        used = model.new_bool_var(f"leaf_used[{getattr(leaf, 'name', leaf)}]")
-        full = model.new_bool_var(f"leaf_full[{getattr(leaf, 'name', leaf)}]")
-        model.add(plan <= leaf_ub[leaf] * used)
+        used = model.new_bool_var(f"leaf_used[{getattr(lkey, 'name', lkey)}]")
+        full = model.new_bool_var(f"leaf_full[{getattr(lkey, 'name', lkey)}]")
+        model.add(plan <= leaf_ub[lkey] * used)
         model.add(plan >= used)
         model.add(plan >= free).only_enforce_if(full)
         model.add(plan <= free - 1).only_enforce_if(full.negated())

@@ -90,9 +90,9 @@ class Variables:
             if len(blocks) == 1:
                 v.n[item.id] = blocks[0][1]
             else:
-                n = model.new_int_var(0, item.count, f"n[{item.name}]")
-                model.add(n == sum(var for _b, var in blocks))
-                v.n[item.id] = n
+                count = model.new_int_var(0, item.count, f"n[{item.name}]")
+                model.add(count == sum(var for _b, var in blocks))
+                v.n[item.id] = count
         for (s, n), e in v.z.items():
             v.by_node.setdefault(n, []).append((s, e))
         return v
