@@ -93,6 +93,7 @@ __all__ = [
     "ReplayResult",
     "ReplaySummary",
     "arrivals",
+    "one_pod_placer",
     "replay",
     "replay_pods",
     "result_data",
@@ -376,13 +377,28 @@ def _topology_fit_placer(cluster: ReplayCluster) -> PodPlacer:
     return place
 
 
-def _fgd_placer(cluster: ReplayCluster, workload: Workload, cfg: ReplayConfig) -> PodPlacer:
-    scorer = FgdScorer(cluster.state, workload, quantize=cfg.quantize)
+def _fgd_placer(cluster: ReplayCluster, workload: Workload, quantize: bool) -> PodPlacer:
+    scorer = FgdScorer(cluster.state, workload, quantize=quantize)
 
     def place(gang: Gang, name: str) -> PodPlacement | None:
         return fgd_place(scorer, gang, gang.roles[0], name)
 
     return place
+
+
+def one_pod_placer(
+    cluster: ReplayCluster, placer: str, workload: Workload, *, quantize: bool = False
+) -> PodPlacer:
+    """A function that places one pod (its shared gang and its name) on ``cluster`` with
+    ``placer`` (``greedy``, ``topology-fit`` or ``fgd``; module docstring), updating the
+    state; it returns the placement, or None if the pod fits nowhere."""
+    if placer == "greedy":
+        return _greedy_placer(cluster)
+    if placer == "topology-fit":
+        return _topology_fit_placer(cluster)
+    if placer == "fgd":
+        return _fgd_placer(cluster, workload, quantize)
+    raise ValueError(f"no one-pod placer {placer!r} (accepted: greedy, topology-fit, fgd)")
 
 
 # --------------------------------------------------------------------------- the replay
@@ -478,11 +494,7 @@ def replay_pods(
     if placer == "cpsat":
         cycles = _run_batched(cluster, seq, workload, cfg, seed, meter, statuses)
     else:
-        place = {
-            "greedy": lambda: _greedy_placer(cluster),
-            "topology-fit": lambda: _topology_fit_placer(cluster),
-            "fgd": lambda: _fgd_placer(cluster, workload, cfg),
-        }[placer]()
+        place = one_pod_placer(cluster, placer, workload, quantize=cfg.quantize)
         for a in seq:
             meter.arrive(a.gpu_milli)
             meter.outcome(a.gpu_milli, place(cluster.gang_of(a.pod), a.name) is not None)
