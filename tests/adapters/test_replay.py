@@ -25,7 +25,6 @@ from gangplan.adapters.replay import (
     arrivals,
     one_pod_placer,
     replay,
-    replay_pods,
     summarize,
     summary_rows,
     trace_workload,
@@ -47,7 +46,10 @@ NODES_CSV = """\
     n1,8000,65536,2,A
     n2,4000,32768,1,A
 """
-HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time"
+)
 PODS_CSV = f"""\
     {HEADER}
     p2,2000,0,2,1000,,LS,Running,2,,
