@@ -296,6 +296,8 @@ class BenchResult:
     instances: list[InstanceInfo] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     replay: list[ReplayRun] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    """(what, the exception) for placers that raised"""
     environment: dict[str, str] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
@@ -393,8 +395,10 @@ def _run_replay(
     workers: int,
     describe: Callable[[str], None],
     done: Callable[[], None],
+    out: list[ReplayRun],
 ) -> tuple[list[ReplayRun], str | None]:
-    """The replay runs, or a note saying why they were skipped."""
+    """The replay runs (appended to ``out`` as they end), or a note saying why they were
+    skipped."""
     nodes_csv, pods_csv = data / OPENB_NODES, data / OPENB_PODS
     if not nodes_csv.is_file() or not pods_csv.is_file():
         return [], f"{nodes_csv.parent} is absent (the openb trace lives in ../shared/data)"
@@ -404,7 +408,6 @@ def _run_replay(
     except ImportError as err:  # the replay is not part of this build
         return [], f"the replay is not available in this build ({err})"
     nodes, pods = read_openb_nodes(nodes_csv), read_openb_pods(pods_csv)
-    out: list[ReplayRun] = []
     for placer, seed in _replay_steps(spec):
         describe(f"alibaba replay: {placer}, seed {seed}")
         cfg = ReplayConfig(batch=spec.batch, time_limit_s=spec.time_limit_s, workers=workers)
@@ -426,6 +429,15 @@ def _run_replay(
         )
         done()
     return out, None
+
+
+def _error(err: BaseException) -> str:
+    """The exception and where it was raised (its last frame)."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(err).__name__}: {err}{where}"
 
 
 def _environment() -> dict[str, str]:
@@ -481,6 +493,7 @@ def run_suite(
     workers: int = 2,
     console: Console | None = None,
     progress: bool = True,
+    checkpoint: Callable[[BenchResult], None] | None = None,
 ) -> BenchResult:
     """Run every placer on every instance of ``suite`` (and its replay) in this process.
 
@@ -490,6 +503,10 @@ def run_suite(
         workers: CP-SAT search workers.
         console: where the progress bar goes (stderr when None).
         progress: show the rich progress bar.
+        checkpoint: called with the results so far after each instance (e.g. to write a
+            partial report during a long run).
+
+    A placer that raises is recorded in ``errors`` and the suite goes on.
     """
     data = data_dir or default_data_dir()
     result = BenchResult(suite=suite, environment=_environment())
@@ -521,10 +538,20 @@ def run_suite(
             bar.advance(task)
             for name, limit in placers:
                 bar.update(task, description=f"{spec.name} ({info.nodes} nodes): {name}")
-                result.runs.append(_run_one(info, snapshot, name, limit, workers))
+                try:
+                    result.runs.append(_run_one(info, snapshot, name, limit, workers))
+                except Exception as err:  # a placer's crash is reported, not fatal
+                    result.errors.append((f"{spec.name} {name}", _error(err)))
                 bar.advance(task)
+            result.elapsed_s = time.monotonic() - started
+            if checkpoint is not None:
+                checkpoint(result)
         if suite.replay is not None:
-            runs, note = _run_replay(suite.replay, data, workers, describe, done)
+            try:
+                runs, note = _run_replay(suite.replay, data, workers, describe, done, result.replay)
+            except Exception as err:  # reported; what ran is kept
+                runs, note = result.replay, None
+                result.errors.append(("alibaba replay", _error(err)))
             result.replay = runs
             if note is not None:
                 result.skipped.append(("alibaba replay", note))

@@ -720,6 +720,10 @@ def write_report(result: BenchResult, out: Path, plots: Sequence[Path] = ()) -> 
         "",
         *_targets_section(result),
     ]
+    if result.errors:
+        lines += ["## Errors (placers that raised; the suite went on)", ""]
+        lines += [f"- {what}: `{why}`" for what, why in result.errors]
+        lines.append("")
     if result.skipped:
         lines += ["## Skipped", ""]
         lines += [f"- {name}: {why}" for name, why in result.skipped]

@@ -44,14 +44,21 @@ __all__ = ["bench"]
 def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: bool) -> None:
     """Run every placer on every instance of a suite; write DIR/report.md, results.csv, plots.
 
-    Exit 1 if any plan fails the verifier; unmet targets are reported, not errors.
+    The outputs are rewritten after each instance, so a long run leaves a partial report.
+    Exit 1 if any plan fails the verifier or a placer raises; unmet targets are reported,
+    not errors.
     """
     from gangplan.adapters.bench import SUITES, evaluate_targets, run_suite
     from gangplan.adapters.bench_report import write_outputs
 
     err = Console(stderr=True, highlight=False)
     result = run_suite(
-        SUITES[suite], data_dir=data, workers=workers, console=err, progress=not no_progress
+        SUITES[suite],
+        data_dir=data,
+        workers=workers,
+        console=err,
+        progress=not no_progress,
+        checkpoint=lambda partial: write_outputs(partial, out),
     )
     paths = write_outputs(result, out)
     for path in paths:
@@ -64,5 +71,7 @@ def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: b
     bad = [r for r in result.runs if not r.verified]
     for r in bad:
         click.echo(f"error: {r.instance.name} {r.placer}: {r.violations[0]}", err=True)
-    if bad:
+    for what, why in result.errors:
+        click.echo(f"error: {what}: {why}", err=True)
+    if bad or result.errors:
         sys.exit(1)
