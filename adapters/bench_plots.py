@@ -109,7 +109,8 @@ def _gap(result: BenchResult, path: Path) -> None:
         ax.grid(True, linewidth=0.3)
         ax.set_xticks(result.suite.cpsat_limits)
         ax.set_xticklabels([f"{t:g}" for t in result.suite.cpsat_limits])
-    axes[0].legend(fontsize=7)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7)
     fig.suptitle(
         "CP-SAT gap against time limit (a point is missing where the cycle returned "
         "a baseline's plan)",
@@ -145,7 +146,8 @@ def _time(result: BenchResult, path: Path) -> None:
     ax.set_ylabel("wall time (s)")
     ax.set_title("solve time against cluster size")
     ax.grid(True, which="both", linewidth=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
