@@ -30,8 +30,8 @@ a snapshot):
     to the device with the least free milli-GPU that holds it.
 ``topology-fit``
     Kueue BestFit as :func:`~gangplan.solver.baselines.topology_fit` implements it: for one
-    pod the lowest level is the node, every feasible node holds it once, ties by name, so
-    the first feasible node in name order (first fit).
+    pod the lowest level is the node, and the node with the least room (pods of this shape
+    it can still hold, counted up to 64) that holds it, ties by name.
 ``fgd``
     :mod:`gangplan.solver.fgd`, measured against the pod list's distribution of shapes
     (every pod of the list, CPU-only pods included, the most frequent shapes covering
@@ -107,6 +107,8 @@ REPLAY_PLACERS = ("greedy", "fgd", "topology-fit", "cpsat")
 """Placers the replay knows; ``cpsat`` runs in batches (a different setting)."""
 
 MIB = 2**20
+ROOM_LIMIT = 64
+"""topology-fit counts a node's room for a pod up to this many pods (as the baseline)."""
 Order = Literal["creation", "shuffle"]
 
 
@@ -161,7 +163,8 @@ class ReplayResult:
     reached it (for the checkpoints, e.g. 1.0), and ``final`` the allocated share at the
     end (the target, 1.3). ``curve``: ``(arrived share, allocated share)`` each time the
     arrived demand passes a whole percent, and at the end. ``statuses``: CP-SAT cycle
-    statuses (empty for the one-pod placers).
+    statuses (empty for the one-pod placers); ``cycle_times_s`` the wall time of each cycle
+    (snapshot, baselines, model, solve, reasons).
     """
 
     placer: str
@@ -181,6 +184,7 @@ class ReplayResult:
     wall_time_s: float
     cycles: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    cycle_times_s: tuple[float, ...] = ()
 
     @property
     def final(self) -> float:
@@ -329,6 +333,27 @@ class ReplayCluster:
             return any(f >= gpu for f in st.gpu_milli.values())
         return sum(1 for f in st.gpu_milli.values() if f == GPU_MILLI) >= gpu // GPU_MILLI
 
+    def room(self, gang: Gang, role: Role, node: str, limit: int) -> int:
+        """How many more pods of ``role`` fit ``node`` now, counted up to ``limit`` (as
+        ``ClusterState.pod_capacity`` counts them by trial): the least, over the resources
+        it asks, of what the node holds, a GPU share counting ``free // share`` per device."""
+        state = self.state
+        req = role.requests
+        if req.get(state.nic, 0) or gang.joint != "none":
+            return state.pod_capacity(gang, role, node, limit)
+        st = state.nodes[node]
+        room = limit
+        for res, amount in req.items():
+            if res != state.gpu and amount > 0:
+                room = min(room, st.resources.get(res, 0) // amount)
+        gpu = req.get(state.gpu, 0)
+        if 0 < gpu < GPU_MILLI:
+            room = min(room, sum(f // gpu for f in st.gpu_milli.values()))
+        elif gpu >= GPU_MILLI:
+            full = sum(1 for f in st.gpu_milli.values() if f == GPU_MILLI)
+            room = min(room, full // (gpu // GPU_MILLI))
+        return max(0, room)
+
 
 # --------------------------------------------------------------------------- one-pod placers
 
@@ -362,17 +387,23 @@ def _greedy_placer(cluster: ReplayCluster) -> PodPlacer:
 
 def _topology_fit_placer(cluster: ReplayCluster) -> PodPlacer:
     state = cluster.state
-    ordered: dict[str, tuple[str, ...]] = {}
+    cache: dict[tuple[str, str], tuple[int, int]] = {}
 
     def place(gang: Gang, name: str) -> PodPlacement | None:
         role = gang.roles[0]
-        cands = ordered.get(gang.name)
-        if cands is None:
-            cands = ordered[gang.name] = tuple(sorted(state.candidates(gang, role)))
-        for node in cands:
-            if cluster.fits(gang, role, node):
-                return state.place(gang, role, node, name)
-        return None
+        best: tuple[int, str] | None = None
+        for node in state.candidates(gang, role):
+            key = (node, gang.name)
+            version = state.version(node)
+            hit = cache.get(key)
+            if hit is not None and hit[0] == version:
+                room = hit[1]
+            else:
+                room = cluster.room(gang, role, node, ROOM_LIMIT)
+                cache[key] = (version, room)
+            if room >= 1 and (best is None or (room, node) < best):
+                best = (room, node)
+        return None if best is None else state.place(gang, role, best[1], name)
 
     return place
 
@@ -458,6 +489,7 @@ def replay_pods(
     config: ReplayConfig | None = None,
     *,
     cluster: ReplayCluster | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     """Replay a pod list on a node list (module docstring) with one placer.
 
@@ -469,6 +501,7 @@ def replay_pods(
         config: options (:class:`ReplayConfig`).
         cluster: a fresh :class:`ReplayCluster` of ``nodes`` to use (tests); built if None
             (in ``config.node_order``).
+        progress: called with (arrivals done, arrivals in all) after each CP-SAT cycle.
 
     Raises:
         ValueError: an unknown placer or order.
@@ -490,9 +523,9 @@ def replay_pods(
     workload = trace_workload(pods, cfg.popularity)
     meter = _Meter(cluster.capacity_gpus, cfg.checkpoints)
     statuses: Counter[str] = Counter()
-    cycles = 0
+    times: list[float] = []
     if placer == "cpsat":
-        cycles = _run_batched(cluster, seq, workload, cfg, seed, meter, statuses)
+        times = _run_batched(cluster, seq, workload, cfg, seed, meter, statuses, progress)
     else:
         place = one_pod_placer(cluster, placer, workload, quantize=cfg.quantize)
         for a in seq:
@@ -515,8 +548,9 @@ def replay_pods(
         allocated_at=dict(meter.at),
         curve=meter.finish(),
         wall_time_s=time.monotonic() - started,
-        cycles=cycles,
+        cycles=len(times),
         statuses=dict(statuses),
+        cycle_times_s=tuple(times),
     )
 
 
@@ -528,8 +562,9 @@ def _run_batched(
     seed: int,
     meter: _Meter,
     statuses: Counter[str],
-) -> int:
-    """CP-SAT cycles of ``cfg.batch`` arrivals; returns the number of cycles."""
+    progress: Callable[[int, int], None] | None,
+) -> list[float]:
+    """CP-SAT cycles of ``cfg.batch`` arrivals; returns their wall times."""
     from gangplan.solver.cycle import solve_cycle
     from gangplan.solver.result import SolverConfig
 
@@ -537,8 +572,9 @@ def _run_batched(
     state = cluster.state
     running: list[RunningPod] = []
     solver = SolverConfig(time_limit_s=cfg.time_limit_s, num_workers=cfg.workers, seed=seed)
-    cycles = 0
+    times: list[float] = []
     for start in range(0, len(seq), cfg.batch):
+        began = time.monotonic()
         chunk = seq[start : start + cfg.batch]
         gangs: list[Gang] = []
         for i, a in enumerate(chunk):
@@ -560,11 +596,10 @@ def _run_batched(
             queues=base.queues,
             gangs=tuple(gangs),
             running=tuple(running),
-            metadata={"name": f"alibaba-replay-cycle-{cycles}"},
+            metadata={"name": f"alibaba-replay-cycle-{len(times)}"},
         )
         with use_workload(workload):
             result = solve_cycle(snapshot, None, solver)
-        cycles += 1
         statuses[result.status.value] += 1
         by_name = {g.name: g for g in gangs}
         quantities = {g.name: _quantities(g.roles[0].requests) for g in gangs}
@@ -590,7 +625,10 @@ def _run_batched(
             meter.arrive(a.gpu_milli)
             meter.outcome(a.gpu_milli, a.name in placed)
         meter.mark()
-    return cycles
+        times.append(time.monotonic() - began)
+        if progress is not None:
+            progress(start + len(chunk), len(seq))
+    return times
 
 
 def _quantities(requests: dict[str, int]) -> dict[str, str]:

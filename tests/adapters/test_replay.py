@@ -2,10 +2,10 @@
 placer, the arrival rules, each one-pod placer against its baseline run on a snapshot, the
 CP-SAT cycles, the CLI, and (when ../shared/data is there) one run on the real trace.
 
-The hand cluster (CSV below): n0 CPU-only (16 cpu); n1 2 GPUs of model A (8 cpu); n2 one
-GPU of model A (4 cpu); 3 GPUs = 3000 milli-GPU in all. The pods, in creation order:
-p0 and p1 a 500m share (1 cpu), p2 two GPUs (2 cpu), p3 one GPU (2 cpu): 4000 milli-GPU.
-With target 1.4 (4200 milli-GPU) no pod is drawn after the list (each asks >= 500).
+The hand cluster (CSV below): n0 CPU-only (16 cpu); n1 and n2 one GPU of model A each
+(8 cpu): 2000 milli-GPU in all. The pods, in creation order, each 1 cpu and a GPU share:
+p0 300m, p1 400m, p2 700m, p3 600m: 2000 milli-GPU, 100% of the GPUs. With target 1.1
+(2200 milli-GPU) no pod is drawn after the list (each asks >= 300).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ OPENB = DATA / "alibaba-gpu-v2023" / "csv"
 NODES_CSV = """\
     sn,cpu_milli,memory_mib,gpu,model
     n0,16000,65536,0,
-    n1,8000,65536,2,A
-    n2,4000,32768,1,A
+    n1,8000,65536,1,A
+    n2,8000,65536,1,A
 """
 HEADER = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
@@ -52,10 +52,10 @@ HEADER = (
 )
 PODS_CSV = f"""\
     {HEADER}
-    p2,2000,0,2,1000,,LS,Running,2,,
-    p0,1000,0,1,500,,LS,Running,0,,
-    p3,2000,0,1,1000,,LS,Running,3,,
-    p1,1000,0,1,500,,LS,Running,1,,
+    p2,1000,0,1,700,,LS,Running,2,,
+    p0,1000,0,1,300,,LS,Running,0,,
+    p3,1000,0,1,600,,LS,Running,3,,
+    p1,1000,0,1,400,,LS,Running,1,,
 """
 
 
@@ -70,72 +70,75 @@ def hand(tmp_path: Path) -> tuple[Path, Path]:
     return write(tmp_path, "nodes.csv", NODES_CSV), write(tmp_path, "pods.csv", PODS_CSV)
 
 
-HAND = ReplayConfig(target=1.4)
+HAND = ReplayConfig(target=1.1)
+
+
+def flat(curve: tuple[tuple[float, float], ...]) -> list[float]:
+    return [v for point in curve for v in point]
 
 
 def test_greedy_by_hand(hand: tuple[Path, Path]) -> None:
     """Binpack, score = mean over cpu and GPU of (used + request) / allocatable:
-    p0: n1 (1/8 + 0.5/2) / 2 = 0.1875, n2 (1/4 + 0.5/1) / 2 = 0.375 -> n2;
-    p1: n1 0.1875, n2 (2/4 + 1/1) / 2 = 0.75 -> n2 (now full);
-    p2: two free GPUs only on n1 -> n1; arrived 500 + 500 + 2000 = 3000 = 100%: 3000 placed;
-    p3: no free GPU left -> dropped. End: 3000 of 3000, at 4000 / 3000 arrived."""
+    p0: n1 and n2 tie (1/8 + 0.3) / 2 -> n1, the first; n1 has 700m left;
+    p1: n1 (2/8 + 0.7) / 2 > n2 (1/8 + 0.4) / 2 -> n1, 300m left;
+    p2 (700m): only n2 holds it -> n2, 300m left;
+    p3 (600m): 300m left on each -> dropped. Arrived 100% at p3: 1400 of 2000 placed."""
     r = replay(*hand, "greedy", 0, HAND)
     assert (r.trace_pods, r.extra_pods, r.placed_pods, r.failed_pods) == (4, 0, 3, 1)
-    assert r.failed_gpu_milli == 1000
-    assert r.allocated_at == {1.0: 1.0}
-    assert r.final == 1.0 and r.unallocated_gpus == 0
-    assert r.arrived == pytest.approx(4 / 3)
-    # a point each time arrived passes a whole percent: 16.7%, 33.3%, 100%, 133.3%
-    flat = [v for point in r.curve for v in point]
-    assert flat == pytest.approx([1 / 6, 1 / 6, 1 / 3, 1 / 3, 1.0, 1.0, 4 / 3, 1.0])
+    assert r.failed_gpu_milli == 600
+    assert r.allocated_at == {1.0: pytest.approx(0.7)}
+    assert r.final == pytest.approx(0.7) and r.unallocated_gpus == pytest.approx(0.6)
+    assert r.arrived == 1.0
+    # a point each time arrived passes a whole percent: 15%, 35%, 70%, 100%
+    assert flat(r.curve) == pytest.approx([0.15, 0.15, 0.35, 0.35, 0.7, 0.7, 1.0, 0.7])
 
 
 def test_fgd_by_hand(hand: tuple[Path, Path]) -> None:
-    """Workload: s (1 cpu, 500m) x2, d (2 cpu, 2 GPUs) x1, o (2 cpu, 1 GPU) x1 (all kept:
-    95% of 4 pods needs all). Weighted F (2 F(s) + F(d) + F(o)):
-    p0 on n1 -> (500, 1000): s 0, d 1500 (one free GPU), o 500 -> 2000, Δ = 2000 - 0;
-       on n2 -> (500), 3 cpu: s 0, d 500, o 500 -> 1000, Δ = 1000 - 1000 = 0 -> n2;
-    p1 on n1: Δ 2000; on n2 -> (0): nothing free, F 0, Δ = 0 - 1000 -> n2;
-    then as greedy: p2 on n1, p3 dropped."""
+    """Workload: one pod each of 300m, 400m, 700m, 600m (1 cpu). F of a one-GPU node with
+    f free: the sum of f over the shares larger than f (they do not fit; the smaller ones
+    fit and leave nothing too small on a one-GPU node).
+    p0: n1 and n2 tie -> n1 (1000 -> 700: F 0 -> 0);
+    p1: n1 700 -> 300: F 0 -> 3 x 300 = 900, Δ 900; n2 1000 -> 600: F 0 -> 600 (700m),
+        Δ 600 -> n2;
+    p2 (700m): n1 700 -> 0: F 0 -> 0 -> n1; p3 (600m): n2 600 -> 0 -> n2. All placed."""
     r = replay(*hand, "fgd", 0, HAND)
-    assert (r.placed_pods, r.failed_pods) == (3, 1)
+    assert (r.placed_pods, r.failed_pods) == (4, 0)
     assert r.allocated_at == {1.0: 1.0}
-    assert r.final == 1.0
+    assert r.final == 1.0 and r.unallocated_gpus == 0
+    assert flat(r.curve) == pytest.approx([0.15, 0.15, 0.35, 0.35, 0.7, 0.7, 1.0, 1.0])
 
 
 def test_topology_fit_by_hand(hand: tuple[Path, Path]) -> None:
-    """First feasible node by name: p0 -> n1 (gpu-0 -> 500), p1 -> n1 (the share goes to
-    the device with the least free that holds it: gpu-0 -> 0), p2 (two GPUs) -> only one
-    free GPU on n1 and one on n2: dropped; arrived 100%: 1000 of 3000 placed;
-    p3 -> n1 gpu-1. End: 2000 of 3000."""
+    """BestFit: the node with the least room for the pod (pods of its shape it still
+    holds), ties by name: p0: room 3 (1000 // 300) on both -> n1 (700m left); p1: n1 room
+    1 (700 // 400), n2 room 2 -> n1 (300m left); p2: only n2 -> n2 (300m left); p3
+    dropped: 1400 of 2000."""
     r = replay(*hand, "topology-fit", 0, HAND)
-    assert (r.placed_pods, r.failed_pods, r.failed_gpu_milli) == (3, 1, 2000)
-    assert r.allocated_at == {1.0: pytest.approx(1 / 3)}
-    assert r.final == pytest.approx(2 / 3)
-    assert r.unallocated_gpus == pytest.approx(1.0)
+    assert (r.placed_pods, r.failed_pods, r.failed_gpu_milli) == (3, 1, 600)
+    assert r.allocated_at == {1.0: pytest.approx(0.7)}
+    assert r.final == pytest.approx(0.7)
 
 
 def test_cpsat_cycles_by_hand(hand: tuple[Path, Path]) -> None:
-    """Cycles of 2: {p0, p1} — every placement admits both shares; the fragmentation entry
-    prefers both on n2 (no partly used GPU node) to both on n1 (one); {p2, p3} — n1 holds
-    p2 (2000 milli) or p3 (1000), throughput takes p2. End: 3000 of 3000; the 100%
-    checkpoint falls in the second cycle (1000 -> 4000 arrived)."""
-    cfg = ReplayConfig(target=1.4, batch=2, time_limit_s=2.0, workers=1)
+    """Cycles of 2. {p0, p1}: both fit anywhere; the fragmentation entry prefers them on
+    one node (one partly used GPU node, not two): 300m left there, 1000 on the other.
+    {p2, p3}: only one of them fits the free GPU, throughput takes p2 (700m > 600m).
+    End: 1400 of 2000 (batching loses here what FGD's order-aware choice keeps)."""
+    cfg = ReplayConfig(target=1.1, batch=2, time_limit_s=2.0, workers=1)
     r = replay(*hand, "cpsat", 0, cfg)
-    assert r.cycles == 2 and sum(r.statuses.values()) == 2
-    assert (r.placed_pods, r.failed_pods) == (3, 1)
-    assert r.allocated_at == {1.0: 1.0}
-    assert r.final == 1.0
+    assert r.cycles == 2 and sum(r.statuses.values()) == 2 and len(r.cycle_times_s) == 2
+    assert (r.placed_pods, r.failed_pods, r.failed_gpu_milli) == (3, 1, 600)
+    assert r.allocated_at == {1.0: pytest.approx(0.7)}
 
 
 def test_summary_of_runs(hand: tuple[Path, Path]) -> None:
     runs = [replay(*hand, "topology-fit", s, HAND) for s in (0, 1)]
     (s,) = summarize(runs)
     # the list alone reaches the target, so both seeds replay the same pods
-    assert s.runs == 2 and s.final == (pytest.approx(2 / 3), 0.0)
+    assert s.runs == 2 and s.final == (pytest.approx(0.7), 0.0)
     header, rows = summary_rows([s])
     assert header[2] == "allocated % at 100% arrived"
-    assert rows[0][:4] == ["topology-fit", "2", "33.33 ± 0.00", "66.67 ± 0.00"]
+    assert rows[0][:4] == ["topology-fit", "2", "70.00 ± 0.00", "70.00 ± 0.00"]
 
 
 # --------------------------------------------------------------------------- arrivals
@@ -279,7 +282,7 @@ def test_cli_replay(hand: tuple[Path, Path], tmp_path: Path) -> None:
             "--seeds",
             "2",
             "--target",
-            "1.4",
+            "1.1",
             "--placer",
             "topology-fit",
             "--placer",
@@ -291,7 +294,7 @@ def test_cli_replay(hand: tuple[Path, Path], tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "topology-fit" in result.stdout and "33.33 ± 0.00" in result.stdout
+    assert "topology-fit" in result.stdout and "70.00 ± 0.00" in result.stdout
     runs = json.loads(out.read_text())
     assert [(r["placer"], r["seed"]) for r in runs] == [
         ("topology-fit", 0),
@@ -299,8 +302,8 @@ def test_cli_replay(hand: tuple[Path, Path], tmp_path: Path) -> None:
         ("greedy", 0),
         ("greedy", 1),
     ]
-    assert runs[0]["allocated_at"] == {"100": pytest.approx(1 / 3)}
-    assert runs[2]["final"] == 1.0
+    assert runs[0]["allocated_at"] == {"100": pytest.approx(0.7)}
+    assert runs[2]["final"] == pytest.approx(0.7)
     assert plot.stat().st_size > 0
 
 
