@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 DEFAULT_INSTANCE = "default.yaml"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it (3x faster)
 
 
 class InputError(Exception):
@@ -66,7 +67,7 @@ def read_data(path: str | Path | None) -> tuple[str, Any]:
         InputError: missing file, unreadable, or not valid YAML/JSON (with line and column).
     """
     if path is None:
-        return f"<embedded {DEFAULT_INSTANCE}>", yaml.safe_load(default_instance_text())
+        return f"<embedded {DEFAULT_INSTANCE}>", yaml.load(default_instance_text(), Loader=_LOADER)
     p = Path(path)
     name = str(p)
     try:
@@ -80,7 +81,7 @@ def read_data(path: str | Path | None) -> tuple[str, Any]:
     try:
         if p.suffix.lower() == ".json":
             return name, json.loads(text)
-        return name, yaml.safe_load(text)
+        return name, yaml.load(text, Loader=_LOADER)
     except json.JSONDecodeError as err:
         raise InputError(
             name, [Problem(f"line {err.lineno} column {err.colno}", f"not valid JSON: {err.msg}")]

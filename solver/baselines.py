@@ -327,6 +327,10 @@ def _descend(
     return out
 
 
+_ROOM_LIMIT = 64
+"""How far pod capacities are counted when comparing rooms (BestFit needs only the order)."""
+
+
 def _topology_fit_gang(
     ctx: BaselineContext, state: ClusterState, order: QueueOrder, gang: Gang
 ) -> list[PodPlacement] | None:
@@ -334,6 +338,24 @@ def _topology_fit_gang(
     required = gang.topology.required if gang.topology else None
     top = levels.index(required) if required is not None else -1  # -1: the whole cluster
     names = _pod_names(gang)
+    if gang.size == 1:
+        # one pod: the lowest level is the node; BestFit = the node with the least room that
+        # still holds it (ties by name). Same rule as below, without building every domain.
+        role = gang.roles[0]
+        if not order.headroom_ok_counts(gang, {role.name: 1}):
+            return None
+        best: tuple[int, str] | None = None
+        for n in state.candidates(gang, role):
+            room = state.pod_capacity(gang, role, n, _ROOM_LIMIT)
+            if room >= 1 and (best is None or (room, n) < best):
+                best = (room, n)
+        if best is None:
+            return None
+        placed = state.place(gang, role, best[1], names[role.name][0])
+        if placed is None:
+            return None
+        order.charge(gang, role)
+        return [placed]
     for size_target in ("full", "min"):
         counts = {
             r.name: (r.count if size_target == "full" else gang.role_min(r)) for r in gang.roles
@@ -350,7 +372,9 @@ def _topology_fit_gang(
         if not order.headroom_ok_counts(gang, counts):
             return None
         caps = {
-            r.name: _capacity(state, gang, r, list(state.candidates(gang, r)), counts[r.name])
+            r.name: _capacity(
+                state, gang, r, list(state.candidates(gang, r)), max(counts[r.name], _ROOM_LIMIT)
+            )
             for r in gang.roles
         }
         # lowest level first, up to the required level (or the root)

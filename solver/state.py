@@ -272,8 +272,58 @@ class ClusterState:
         return self.pod_capacity(gang, role, node, 1) >= 1
 
     def _pod_capacity(self, gang: Gang, role: Role, node: str, limit: int | None = None) -> int:
-        placed: list[tuple[str, DeviceChoice]] = []
         cap = limit if limit is not None else role.count
+        room = self._room(gang, role, node)
+        if room is not None:
+            return min(cap, room)
+        return self._trial_capacity(gang, role, node, cap)
+
+    def _room(self, gang: Gang, role: Role, node: str) -> int | None:
+        """Pods of one shape that fit a node, counted directly (None: count by trial).
+
+        Exact for one shape: every other resource bounds it by ``free // request``; whole GPUs
+        by the fully free devices; a share by ``sum(free milli // share)`` over devices; with
+        a joint policy and as many NICs as GPUs, by the GPU/NIC pairs within groups (a pod
+        may take pairs from several groups). Fewer NICs than GPUs under a joint policy is
+        counted by trial placement instead.
+        """
+        st = self.nodes[node]
+        req = role.requests
+        room = 1 << 30
+        for res, amount in req.items():
+            if amount <= 0 or res in (self.gpu, self.nic):
+                continue
+            room = min(room, st.resources.get(res, 0) // amount)
+        gpu = req.get(self.gpu, 0)
+        nic = req.get(self.nic, 0) // GPU_MILLI
+        if gpu and gpu < GPU_MILLI:
+            room = min(room, sum(m // gpu for m in st.gpu_milli.values()))
+            if nic:
+                room = min(room, len(st.nics) // nic)
+            return room
+        need = gpu // GPU_MILLI
+        if gang.joint != "none" and nic:
+            if nic != need:
+                return None
+            groups = st.groups.get(gang.joint)
+            if not groups:
+                return 0
+            pairs = sum(
+                min(
+                    sum(1 for d in gpus if st.gpu_milli[d] == GPU_MILLI),
+                    sum(1 for x in nics if x in st.nics),
+                )
+                for gpus, nics in groups.values()
+            )
+            return min(room, pairs // need)
+        if need:
+            room = min(room, sum(1 for m in st.gpu_milli.values() if m == GPU_MILLI) // need)
+        if nic:
+            room = min(room, len(st.nics) // nic)
+        return room
+
+    def _trial_capacity(self, gang: Gang, role: Role, node: str, cap: int) -> int:
+        placed: list[tuple[str, DeviceChoice]] = []
         while len(placed) < cap:
             choice = self.choose_devices(gang, role, node)
             if choice is None:

@@ -296,7 +296,7 @@ def test_deterministic_mode_repeats(seed: int) -> None:
     from gangplan.adapters.files import load_snapshot
 
     s, _ = load_snapshot(None)
-    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2.0, seed=seed)
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.5, seed=seed)
     a = solve_cycle(s, config=cfg)
     b = solve_cycle(s, config=cfg)
     assert a.score == b.score
