@@ -218,19 +218,34 @@ def solve_model(
             notes=[*notes, f"model too large ({size['variables']} variables); incumbent returned"],
         )
     hint = _hint_from_pods(ix, v, incumbent)
-    last = _complete_hint(model, hint, cfg, max(0.05, budget_s * 0.2))
-    if last is None:
+    first = _complete_hint(model, hint, cfg, max(0.05, budget_s * 0.2))
+    # every full solution found so far (the completed incumbent first), kept as solvers
+    # holding their last response: before each tier the best of them that meets every tier
+    # fixed so far is the hint, so a tier never ends below what the incumbent had
+    pool: list[cp_model.CpSolver] = []
+    if first is None:
         notes.append(
             "the incumbent could not be completed into a model solution; partial hint used"
         )
         for idx, val in hint.items():
             model.add_hint(model.get_int_var_from_proto_index(idx), val)
     else:
-        for idx, val in enumerate(last.response_proto.solution):
+        pool.append(first)
+    fixed: list[tuple[cp_model.LinearExprT, int]] = []
+
+    def meets(sol: cp_model.CpSolver) -> bool:
+        return all(sol.value(e) >= lb for e, lb in fixed)
+
+    def use_hint(sol: cp_model.CpSolver) -> None:
+        model.clear_hints()  # type: ignore[no-untyped-call]
+        for idx, val in enumerate(sol.response_proto.solution):
             model.add_hint(model.get_int_var_from_proto_index(idx), val)
 
+    def fix(expr: cp_model.LinearExprT, value: int) -> None:
+        fixed.append((expr, value))
+        model.add(expr >= value)
+
     active = [t for t in terms if t.expr is not None]
-    solver = cp_model.CpSolver()
     reports: list[TierReport] = []
     all_optimal = True
     remaining_w = sum(t.weight for t in active)
@@ -239,11 +254,14 @@ def solve_model(
             status = "constant" if term.modelled else "derived (not in the model)"
             reports.append(TierReport(name=term.name, value=term.const, status=status))
             continue
+        expr = term.expr
         weight = term.weight
         remaining_w -= weight
-        current = int(last.value(term.expr)) if last is not None else None
+        candidates = [sol for sol in pool if meets(sol)]
+        best = max(candidates, key=lambda sol: sol.value(expr), default=None)
+        current = int(best.value(expr)) if best is not None else None
         if current is not None and term.upper is not None and current >= term.upper:
-            # the current solution reaches a bound this term can never exceed
+            # the best solution reaches a bound this term can never exceed
             reports.append(
                 TierReport(
                     name=term.name,
@@ -253,7 +271,7 @@ def solve_model(
                     status="optimal",
                 )
             )
-            model.add(term.expr >= current)
+            fix(expr, current)
             continue
         left = budget_s - (time.monotonic() - started)
         if left < MIN_SLICE_S and current is not None and not cfg.deterministic:
@@ -264,16 +282,19 @@ def solve_model(
                     name=term.name, value=current + term.const, status="not optimised (time)"
                 )
             )
-            model.add(term.expr >= current)
+            fix(expr, current)
             continue
+        if best is not None:
+            use_hint(best)
         share = weight / (weight + remaining_w)
+        solver = cp_model.CpSolver()
         _params(
             solver,
             cfg,
             max(min(left, MIN_SLICE_S), left * share),
             cfg.deterministic_time * share,
         )
-        model.maximize(term.expr)
+        model.maximize(expr)
         st = solver.solve(model)
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if st == cp_model.MODEL_INVALID:
@@ -288,11 +309,13 @@ def solve_model(
             reports.append(
                 TierReport(name=term.name, value=current + term.const, status="not improved (time)")
             )
-            model.add(term.expr >= current)
+            fix(expr, current)
             continue
-        value = round(solver.objective_value)
+        pool.append(solver)
+        found = round(solver.objective_value)
+        value = max(found, current) if current is not None else found
         bound = round(solver.best_objective_bound)
-        optimal = st == cp_model.OPTIMAL
+        optimal = st == cp_model.OPTIMAL and value == found
         all_optimal &= optimal
         gap = abs(bound - value) / max(1, abs(value + term.const), abs(bound + term.const))
         reports.append(
@@ -304,15 +327,17 @@ def solve_model(
                 status="optimal" if optimal else "feasible",
             )
         )
-        model.add(term.expr >= value)
-        last = solver
-        solver = cp_model.CpSolver()  # keep ``last``'s response for the next tier's values
-        model.clear_hints()  # type: ignore[no-untyped-call]
-        for idx, val in enumerate(last.response_proto.solution):
-            model.add_hint(model.get_int_var_from_proto_index(idx), val)
-    if last is None:
+        fix(expr, value)
+    final = [sol for sol in pool if meets(sol)]
+    if not final:
         return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
-    solution = _read(last, v, ix)
+    chosen = final[-1]
+    solution = _read(chosen, v, ix)
+    exprs = {t.name: t for t in terms if t.expr is not None}
+    for k, r in enumerate(reports):
+        t = exprs.get(r.name)
+        if t is not None and t.expr is not None:
+            reports[k] = r.model_copy(update={"value": int(chosen.value(t.expr)) + t.const})
     pods = disaggregate(ix, solution, previous)
     return ModelOutcome(
         CycleStatus.OPTIMAL if all_optimal else CycleStatus.FEASIBLE,
