@@ -224,14 +224,31 @@ def explain_pending(
     out: dict[str, PendingReason] = {}
     if not pending:
         return out
-    empty = _Capacity(ctx, ClusterState(s, ctx.topo, empty=True))
-    free = _Capacity(ctx, ClusterState(s, ctx.topo))
+    capacity = {
+        True: _Capacity(ctx, ClusterState(s, ctx.topo, empty=True)),
+        False: _Capacity(ctx, ClusterState(s, ctx.topo)),
+    }
     running_use: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in s.running:
         if pod.queue is not None:
             running_use[pod.queue].update(pod.requests)
     deadline = time.monotonic() + budget_s
     gangs = s.gang_by_key
+
+    def checked_fit(gang: Gang, empty: bool) -> _Fit:
+        """The capacity bound, and for a multi-role gang it calls fitting, the exact check."""
+        fit = _fit_alone(ctx, capacity[empty], gang, "empty" if empty else "free")
+        if fit.ok and len(gang.roles) > 1 and exact_check is not None:
+            left = deadline - time.monotonic()
+            if left > 0 and exact_check(gang, empty, left) is False:
+                where = "even on the empty cluster" if empty else "in what running pods leave"
+                fit = _Fit(
+                    False,
+                    f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds "
+                    f"no placement {where}",
+                )
+        return fit
+
     admitted = {f"{p.namespace}/{p.gang}" for p in placed}
     for gang in pending:
         queue = s.queue_by_name[gang.queue]
@@ -246,15 +263,7 @@ def explain_pending(
                 )
                 break
         if reason is None:
-            fit = _fit_alone(ctx, empty, gang, "empty")
-            if fit.ok and len(gang.roles) > 1 and exact_check is not None:
-                left = deadline - time.monotonic()
-                if left > 0 and exact_check(gang, True, left) is False:
-                    fit = _Fit(
-                        False,
-                        f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds "
-                        "no placement even on the empty cluster",
-                    )
+            fit = checked_fit(gang, empty=True)
             if not fit.ok:
                 reason = PendingReason(kind="never_fits", message=fit.message)
         if reason is None:
@@ -270,15 +279,7 @@ def explain_pending(
                     )
                     break
         if reason is None:
-            fit = _fit_alone(ctx, free, gang, "free")
-            if fit.ok and len(gang.roles) > 1 and exact_check is not None:
-                left = deadline - time.monotonic()
-                if left > 0 and exact_check(gang, False, left) is False:
-                    fit = _Fit(
-                        False,
-                        f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds "
-                        "no placement in what running pods leave",
-                    )
+            fit = checked_fit(gang, empty=False)
             if not fit.ok:
                 reason = PendingReason(
                     kind="blocked", message=fit.message + " (running pods hold the rest)"
