@@ -753,7 +753,7 @@ def summary_rows(summaries: Sequence[ReplaySummary]) -> tuple[list[str], list[li
 
 def result_data(result: ReplayResult) -> dict[str, object]:
     """One run as plain data (JSON-ready): every field, the shares at the checkpoints keyed
-    by their percent (``"100"``), ``final`` and ``unallocated_gpus``."""
+    by their percent (``"100"``), ``final``, ``arrived`` and ``unallocated_gpus``."""
     data = asdict(result)
     data["config"] = {
         k: list(v) if isinstance(v, tuple) else v for k, v in asdict(result.config).items()
@@ -761,6 +761,7 @@ def result_data(result: ReplayResult) -> dict[str, object]:
     data["allocated_at"] = {f"{k * 100:g}": v for k, v in result.allocated_at.items()}
     data["curve"] = [list(p) for p in result.curve]
     data["final"] = result.final
+    data["arrived"] = result.arrived
     data["unallocated_gpus"] = result.unallocated_gpus
     return data
 
