@@ -176,9 +176,7 @@ def _place_gang_greedy(
                 nodes = [n for n in nodes if n == first]
             best_node = None
             best_score = -1.0
-            for n in nodes:
-                if not state.fits(gang, role, n):
-                    continue
+            for n in state.fitting(gang, role, nodes):
                 s = _binpack_score(state, role, n)
                 if s > best_score:
                     best_node, best_score = n, s

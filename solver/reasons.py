@@ -233,7 +233,6 @@ def explain_pending(
         if pod.queue is not None:
             running_use[pod.queue].update(pod.requests)
     deadline = time.monotonic() + budget_s
-    gangs = s.gang_by_key
 
     def checked_fit(gang: Gang, empty: bool) -> _Fit:
         """The capacity bound, and for a multi-role gang it calls fitting, the exact check."""
@@ -249,7 +248,7 @@ def explain_pending(
                 )
         return fit
 
-    admitted = {f"{p.namespace}/{p.gang}" for p in placed}
+    after = _after_plan(ctx, placed)
     for gang in pending:
         queue = s.queue_by_name[gang.queue]
         demand = _min_demand(gang)
@@ -285,36 +284,46 @@ def explain_pending(
                     kind="blocked", message=fit.message + " (running pods hold the rest)"
                 )
         if reason is None:
-            reason = _lost(ctx, gang, placed, admitted, gangs)
+            reason = _lost(ctx, gang, after)
         out[gang.key] = reason
     return out
 
 
-def _lost(
-    ctx: BaselineContext,
-    gang: Gang,
-    placed: list[PodPlacement],
-    admitted: set[str],
-    gangs: dict[str, Gang],
-) -> PendingReason:
+@dataclass
+class _AfterPlan:
+    """What the plan's own placements add up to (computed once per cycle)."""
+
+    gpu_taken: int
+    queue_use: dict[str, Counter[str]]
+    admitted: list[Gang]
+    """admitted gangs, highest priority first, then by name"""
+
+
+def _after_plan(ctx: BaselineContext, placed: list[PodPlacement]) -> _AfterPlan:
     s = ctx.snapshot
-    higher = sorted(
-        {k for k in admitted if gangs[k].priority > gang.priority}, key=lambda k: gangs[k].name
-    )
-    gpu_taken = sum(
-        gangs[f"{p.namespace}/{p.gang}"].role(p.role).requests.get(s.gpu, 0) for p in placed
-    )
+    gangs = s.gang_by_key
+    use: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in s.running:
+        if pod.queue is not None:
+            use[pod.queue].update(pod.requests)
+    taken = 0
+    keys: set[str] = set()
+    for p in placed:
+        g = gangs[f"{p.namespace}/{p.gang}"]
+        req = g.role(p.role).requests
+        use[g.queue].update(req)
+        taken += req.get(s.gpu, 0)
+        keys.add(g.key)
+    admitted = sorted((gangs[k] for k in keys), key=lambda g: (-g.priority, g.name))
+    return _AfterPlan(taken, use, admitted)
+
+
+def _lost(ctx: BaselineContext, gang: Gang, after: _AfterPlan) -> PendingReason:
+    s = ctx.snapshot
     what = _describe_gang(s, gang, gang.min_size)
     queue = s.queue_by_name[gang.queue]
     if queue.max:
-        use: Counter[str] = Counter()
-        for pod in s.running:
-            if pod.queue == queue.name:
-                use.update(pod.requests)
-        for p in placed:
-            g = gangs[f"{p.namespace}/{p.gang}"]
-            if g.queue == queue.name:
-                use.update(g.role(p.role).requests)
+        use = after.queue_use.get(queue.name, Counter())
         demand = _min_demand(gang)
         for res, cap in sorted(queue.max.items()):
             if use.get(res, 0) + demand.get(res, 0) > cap:
@@ -324,8 +333,9 @@ def _lost(
                     f"{format_quantity(res, cap)} {res}: gangs placed this cycle bring its use "
                     f"to {format_quantity(res, use.get(res, 0))}",
                 )
+    higher = [g for g in after.admitted if g.priority > gang.priority]
     if higher:
-        names = ", ".join(gangs[k].name for k in higher[:3]) + (" ..." if len(higher) > 3 else "")
+        names = ", ".join(g.name for g in higher[:3]) + (" ..." if len(higher) > 3 else "")
         return PendingReason(
             kind="lost",
             message=f"lost: needs {what}; lower priority ({gang.priority}) than gangs placed "
@@ -334,6 +344,6 @@ def _lost(
     return PendingReason(
         kind="lost",
         message=f"lost: needs {what}; it fits what running pods leave, but the "
-        f"{gpu_taken / GPU_MILLI:g} GPUs placed this cycle for other gangs (fair share, then "
-        "throughput) leave no room this cycle",
+        f"{after.gpu_taken / GPU_MILLI:g} GPUs placed this cycle for other gangs (fair share, "
+        "then throughput) leave no room this cycle",
     )

@@ -271,6 +271,26 @@ class ClusterState:
         """Does one more pod of ``role`` fit on ``node`` now?"""
         return self.pod_capacity(gang, role, node, 1) >= 1
 
+    def fitting(self, gang: Gang, role: Role, nodes: Iterable[str]) -> list[str]:
+        """The nodes of ``nodes`` where one more pod of ``role`` fits now, in their order
+        (:meth:`fits` for many nodes, with the lookups hoisted out of the loop)."""
+        shape = _shape_key(gang, role)
+        cache = self._cap_cache
+        versions = self._version
+        out = []
+        for node in nodes:
+            hit = cache.get((node, shape, 1))
+            version = versions.get(node, 0)
+            if hit is not None and hit[0] == version:
+                ok = hit[1] >= 1
+            else:
+                value = self._pod_capacity(gang, role, node, 1)
+                cache[(node, shape, 1)] = (version, value)
+                ok = value >= 1
+            if ok:
+                out.append(node)
+        return out
+
     def _pod_capacity(self, gang: Gang, role: Role, node: str, limit: int | None = None) -> int:
         cap = limit if limit is not None else role.count
         room = self._room(gang, role, node)
