@@ -440,14 +440,11 @@ def _error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}{where}"
 
 
-def _environment() -> dict[str, str]:
+def _git(*args: str) -> str | None:
+    """``git ARGS`` in this package's folder (None outside a repository or without git)."""
     try:
-        ortools_version = metadata.version("ortools")
-    except metadata.PackageNotFoundError:  # pragma: no cover - ortools is a dependency
-        ortools_version = "unknown"
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
+        return subprocess.run(
+            ["git", *args],
             capture_output=True,
             text=True,
             check=True,
@@ -455,7 +452,19 @@ def _environment() -> dict[str, str]:
             timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
+        return None
+
+
+def _environment() -> dict[str, str]:
+    try:
+        ortools_version = metadata.version("ortools")
+    except metadata.PackageNotFoundError:  # pragma: no cover - ortools is a dependency
+        ortools_version = "unknown"
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    if status:
+        n = len(status.splitlines())
+        commit += f" (+{n} file{'s' if n != 1 else ''} modified in the working tree)"
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
@@ -503,8 +512,8 @@ def run_suite(
         workers: CP-SAT search workers.
         console: where the progress bar goes (stderr when None).
         progress: show the rich progress bar.
-        checkpoint: called with the results so far after each instance (e.g. to write a
-            partial report during a long run).
+        checkpoint: called with the results so far after each instance and each replay
+            run (e.g. to write a partial report during a long run).
 
     A placer that raises is recorded in ``errors`` and the suite goes on.
     """
@@ -522,8 +531,11 @@ def run_suite(
         def describe(what: str) -> None:
             bar.update(task, description=what)
 
-        def done() -> None:
+        def done() -> None:  # one replay run ended
             bar.advance(task)
+            if checkpoint is not None:
+                result.elapsed_s = time.monotonic() - started
+                checkpoint(result)
 
         for spec in suite.instances:
             bar.update(task, description=f"{spec.name}: building")

@@ -44,9 +44,9 @@ __all__ = ["bench"]
 def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: bool) -> None:
     """Run every placer on every instance of a suite; write DIR/report.md, results.csv, plots.
 
-    The outputs are rewritten after each instance, so a long run leaves a partial report.
-    Exit 1 if any plan fails the verifier or a placer raises; unmet targets are reported,
-    not errors.
+    The outputs are rewritten after each instance and replay run, so a long run leaves a
+    partial report. Exit 1 if any plan fails the verifier or a placer raises; unmet targets
+    are reported, not errors.
     """
     from gangplan.adapters.bench import SUITES, evaluate_targets, run_suite
     from gangplan.adapters.bench_report import write_outputs
