@@ -170,7 +170,12 @@ def _place_gang_greedy(
         for i in range(role.count):
             if not order.headroom_ok(gang, role):
                 break
-            nodes = _role_nodes(ctx, state, gang, role, allowed)
+            if allowed is None and req != NODE_LEVEL:
+                # one representative per class of interchangeable nodes: same choice as a
+                # scan of every node (equal scores inside a class; the first node wins ties)
+                nodes = [m[0] for m in state.classes(state.candidates(gang, role))]
+            else:
+                nodes = _role_nodes(ctx, state, gang, role, allowed)
             if req == NODE_LEVEL and any(p.role == role.name for p, _ in placed):
                 first = next(p.node for p, _ in placed if p.role == role.name)
                 nodes = [n for n in nodes if n == first]
@@ -343,10 +348,11 @@ def _topology_fit_gang(
         if not order.headroom_ok_counts(gang, {role.name: 1}):
             return None
         best: tuple[int, str] | None = None
-        for n in state.candidates(gang, role):
-            room = state.pod_capacity(gang, role, n, _ROOM_LIMIT)
-            if room >= 1 and (best is None or (room, n) < best):
-                best = (room, n)
+        for members in state.classes(state.candidates(gang, role)):
+            # interchangeable nodes have the same room; the smallest name breaks ties
+            room = state.pod_capacity(gang, role, members[0], _ROOM_LIMIT)
+            if room >= 1 and (best is None or (room, min(members)) < best):
+                best = (room, min(members))
         if best is None:
             return None
         placed = state.place(gang, role, best[1], names[role.name][0])

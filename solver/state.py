@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gangplan.models import GPU_MILLI, Gang, Node, PodPlacement, Role, Snapshot
 from gangplan.topology import Topology
@@ -123,6 +124,10 @@ class ClusterState:
             self.nodes[node.name] = st
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._version: dict[str, int] = {}
+        self._alloc_sig = {n.name: tuple(sorted(n.allocatable.items())) for n in snapshot.nodes}
+        self._classes: dict[int, list[Any]] = {}
+        self._log: list[str] = []
+        """nodes in the order they changed (for :meth:`classes` to catch up)"""
         self._cap_cache: dict[tuple[object, ...], tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ filters
@@ -356,8 +361,75 @@ class ClusterState:
 
     # ------------------------------------------------------------------ changes
 
+    # ------------------------------------------------------------------ equivalent nodes
+
+    def _signature(self, node: str) -> tuple[object, ...]:
+        """Everything a pod-by-pod placer's choice depends on besides static filters:
+        allocatable (binpack), free amounts, the multiset of free milli-GPU per device, and
+        free whole GPUs and NICs per joint group (up to a relabelling of devices)."""
+        st = self.nodes[node]
+        groups = tuple(
+            tuple(
+                sorted(
+                    (
+                        sum(1 for d in gpus if st.gpu_milli[d] == GPU_MILLI),
+                        sum(1 for x in nics if x in st.nics),
+                    )
+                    for gpus, nics in st.groups.get(policy, {}).values()
+                )
+            )
+            for policy in ("pcie", "numa")
+        )
+        return (
+            self._alloc_sig[node],
+            tuple(sorted(st.resources.items())),
+            tuple(sorted(st.gpu_milli.values())),
+            groups,
+            len(st.nics),
+        )
+
+    def classes(self, nodes: tuple[str, ...]) -> list[list[str]]:
+        """``nodes`` grouped into classes of interchangeable nodes (same :meth:`_signature`),
+        each class in the order of ``nodes``, classes by their first member's position.
+
+        Kept up to date incrementally: only nodes changed since the last call are regrouped.
+        Pass the same tuple object each time (e.g. :meth:`candidates`' result) to reuse it.
+        """
+        entry = self._classes.get(id(nodes))
+        if entry is None or entry[0] is not nodes:
+            pos = {n: i for i, n in enumerate(nodes)}
+            groups: dict[tuple[object, ...], list[str]] = {}
+            sig_of: dict[str, tuple[object, ...]] = {}
+            for n in nodes:
+                sig = self._signature(n)
+                sig_of[n] = sig
+                groups.setdefault(sig, []).append(n)
+            entry = [nodes, pos, groups, sig_of, len(self._log)]
+            self._classes[id(nodes)] = entry
+        else:
+            _nodes, pos, groups, sig_of, done = entry
+            changed = set(self._log[done:])
+            entry[4] = len(self._log)
+            for n in changed:
+                if n not in pos:
+                    continue
+                new = self._signature(n)
+                old = sig_of[n]
+                if new == old:
+                    continue
+                members = groups[old]
+                members.remove(n)
+                if not members:
+                    del groups[old]
+                sig_of[n] = new
+                target = groups.setdefault(new, [])
+                target.append(n)
+                target.sort(key=pos.__getitem__)
+        return sorted(entry[2].values(), key=lambda m: entry[1][m[0]])
+
     def _take(self, node: str, role: Role, choice: DeviceChoice) -> None:
         self._version[node] = self._version.get(node, 0) + 1
+        self._log.append(node)
         st = self.nodes[node]
         for res, amount in role.requests.items():
             st.resources[res] = st.resources.get(res, 0) - amount
@@ -368,6 +440,7 @@ class ClusterState:
 
     def _give_back(self, node: str, role: Role, choice: DeviceChoice) -> None:
         self._version[node] = self._version.get(node, 0) + 1
+        self._log.append(node)
         st = self.nodes[node]
         for res, amount in role.requests.items():
             st.resources[res] = st.resources.get(res, 0) + amount
