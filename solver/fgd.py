@@ -421,6 +421,10 @@ def fgd_place(
     if nodes is not None:
         allowed = set(nodes)
         cands = tuple(n for n in cands if n in allowed)
+    else:
+        # one representative per class of interchangeable nodes (same Δ; the first in
+        # candidate order, as a scan of every node would choose)
+        cands = tuple(m[0] for m in scorer.state.classes(cands))
     got = scorer.choose(gang, role, cands)
     if got is None:
         return None

@@ -124,7 +124,9 @@ class ClusterState:
             self.nodes[node.name] = st
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._version: dict[str, int] = {}
-        self._alloc_sig = {n.name: tuple(sorted(n.allocatable.items())) for n in snapshot.nodes}
+        self._alloc_sig = {
+            n.name: (n.gpu_model, tuple(sorted(n.allocatable.items()))) for n in snapshot.nodes
+        }
         self._classes: dict[int, list[Any]] = {}
         self._log: list[str] = []
         """nodes in the order they changed (for :meth:`classes` to catch up)"""
@@ -364,9 +366,10 @@ class ClusterState:
     # ------------------------------------------------------------------ equivalent nodes
 
     def _signature(self, node: str) -> tuple[object, ...]:
-        """Everything a pod-by-pod placer's choice depends on besides static filters:
-        allocatable (binpack), free amounts, the multiset of free milli-GPU per device, and
-        free whole GPUs and NICs per joint group (up to a relabelling of devices)."""
+        """Everything a pod-by-pod placer's choice depends on besides static filters: GPU
+        model and allocatable (binpack; FGD's workload accepts models), free amounts, the
+        multiset of free milli-GPU per device, and free whole GPUs and NICs per joint group
+        (up to a relabelling of devices)."""
         st = self.nodes[node]
         groups = tuple(
             tuple(
