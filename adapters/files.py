@@ -24,7 +24,7 @@ from gangplan.models import (
     instance_from_snapshot,
     load_instance,
 )
-from gangplan.models.instance import format_loc
+from gangplan.models.instance import validation_problems
 
 __all__ = [
     "DEFAULT_INSTANCE",
@@ -104,9 +104,7 @@ def load_snapshot(path: str | Path | None) -> tuple[Snapshot, list[str]]:
     """
     name, data = read_data(path)
     if isinstance(data, dict) and data.get("kind") not in (None, "Instance"):
-        raise InputError(
-            name, [Problem("kind", f"is {data.get('kind')!r}; accepted: 'Instance'")]
-        )
+        raise InputError(name, [Problem("kind", f"is {data.get('kind')!r}; accepted: 'Instance'")])
     try:
         return load_instance(data)
     except InstanceError as err:
@@ -120,12 +118,27 @@ def load_plan(path: str | Path) -> Plan:
         InputError: not a readable plan, with the path of each bad field.
     """
     name, data = read_data(path)
+    if data is None:
+        raise InputError(name, [Problem("", "the file is empty (expected kind: Plan)")])
+    if not isinstance(data, dict):
+        raise InputError(
+            name, [Problem("", f"the file holds a {type(data).__name__}, not a plan (kind: Plan)")]
+        )
+    if data.get("kind") != "Plan":
+        raise InputError(
+            name,
+            [
+                Problem(
+                    "kind",
+                    f"is {data.get('kind')!r}; accepted: 'Plan' (a file written by "
+                    "gangplan solve --output)",
+                )
+            ],
+        )
     try:
         return Plan.model_validate(data)
     except ValidationError as err:
-        raise InputError(
-            name, [Problem(format_loc(tuple(e["loc"])), e["msg"]) for e in err.errors()]
-        ) from None
+        raise InputError(name, validation_problems(err, Plan)) from None
 
 
 def dump_data(data: Any, fmt: str) -> str:

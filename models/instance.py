@@ -76,7 +76,7 @@ class SpreadRule(_Frozen):
     def _has_n(cls, v: str) -> str:
         try:
             a, b = v.format(n=0), v.format(n=1)
-        except (KeyError, IndexError, ValueError) as err:
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
             raise ValueError(f"pattern {v!r} is not valid: use {{n}} (e.g. 'leaf-{{n}}')") from err
         if a == b:
             raise ValueError(f"pattern {v!r} must contain {{n}} (e.g. 'leaf-{{n}}')")
@@ -103,7 +103,7 @@ class NodePool(_Frozen):
     def _has_index(cls, v: str) -> str:
         try:
             a, b = v.format(index=0), v.format(index=1)
-        except (KeyError, IndexError, ValueError) as err:
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
             raise ValueError(
                 f"pattern {v!r} is not valid: use {{index}} (e.g. 'gpu-{{index:03d}}')"
             ) from err
@@ -337,28 +337,7 @@ def load_instance(data: Any) -> tuple[Snapshot, list[str]]:
     try:
         inst = InstanceFile.model_validate(data)
     except ValidationError as err:
-        problems = []
-        errors = err.errors()
-        locs = [tuple(e["loc"]) for e in errors]
-        for e in errors:
-            loc = tuple(e["loc"])
-            if e["type"] == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs):
-                continue  # the items themselves failed; their own errors say why
-            msg = e["msg"]
-            if e["type"] == "extra_forbidden":
-                accepted = _accepted_fields(InstanceFile, loc)
-                msg = f"unknown field {loc[-1]!r}" + (
-                    f" (accepted: {', '.join(accepted)})" if accepted else ""
-                )
-            elif e["type"] == "missing":
-                msg = "required field is missing"
-            elif e["type"].startswith("value_error"):
-                msg = msg.removeprefix("Value error, ")
-            elif "input" in e and e["type"] not in ("literal_error",):
-                got = repr(e["input"])
-                msg = f"{msg} (got {got if len(got) <= 60 else got[:57] + '...'})"
-            problems.append(Problem(format_loc(loc), msg))
-        raise InstanceError(problems) from None
+        raise InstanceError(validation_problems(err, InstanceFile)) from None
     snap = inst.to_snapshot()
     return snap, snap.warnings()
 
@@ -370,3 +349,51 @@ def instance_from_snapshot(snapshot: Snapshot) -> dict[str, Any]:
     """
     data = snapshot.model_dump(mode="json", exclude={"api_version"}, exclude_defaults=True)
     return {"apiVersion": API_VERSION, "kind": "Instance", **data}
+
+
+_MESSAGES = {
+    "tuple_type": "should be a list",
+    "list_type": "should be a list",
+    "dict_type": "should be a mapping",
+    "model_type": "should be a mapping",
+    "model_attributes_type": "should be a mapping",
+    "string_type": "should be a string",
+}
+_K8S_NAME_HELP = (
+    "should be a Kubernetes name: lowercase letters, digits, '-' and '.', starting and "
+    "ending with a letter or digit, at most 253 characters"
+)
+
+
+def validation_problems(err: ValidationError, model: type[BaseModel]) -> list[Problem]:
+    """Pydantic's errors as :class:`Problem` s: the path in the file, what is wrong, and
+    what is accepted (the fields of the object for an unknown field; plain words instead
+    of Python type names)."""
+    problems = []
+    errors = err.errors()
+    locs = [tuple(e["loc"]) for e in errors]
+    for e in errors:
+        loc = tuple(e["loc"])
+        kind = e["type"]
+        if kind == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs):
+            continue  # the items themselves failed; their own errors say why
+        msg = e["msg"]
+        got = repr(e.get("input"))
+        got = got if len(got) <= 60 else got[:57] + "..."
+        if kind == "extra_forbidden":
+            accepted = _accepted_fields(model, loc)
+            msg = f"unknown field {loc[-1]!r}" + (
+                f" (accepted: {', '.join(accepted)})" if accepted else ""
+            )
+        elif kind == "missing":
+            msg = "required field is missing"
+        elif kind.startswith("value_error"):
+            msg = msg.removeprefix("Value error, ")
+        elif kind == "string_pattern_mismatch":
+            msg = f"{_K8S_NAME_HELP} (got {got})"
+        elif kind in _MESSAGES:
+            msg = f"{_MESSAGES[kind]} (got {got})"
+        elif "input" in e and kind not in ("literal_error",):
+            msg = f"{msg} (got {got})"
+        problems.append(Problem(format_loc(loc), msg))
+    return problems

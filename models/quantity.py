@@ -50,6 +50,8 @@ __all__ = [
 
 CPU = "cpu"
 MEMORY = "memory"
+MAX_AMOUNT = 2**60
+"""The largest amount in base units (2^60 bytes is 1 EiB; 2^60 milli-units about 1.15e15)."""
 QUANTITY_EXAMPLES = '"500m", "2", "1.5", "32Gi", "1e3"'
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -96,6 +98,8 @@ def parse_quantity(value: object) -> Fraction:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a finite quantity")
+        if abs(value) > 1e30:
+            raise QuantityError(f"{value!r} is out of range (accepted: below 1e30)")
         return Fraction(str(value))
     if isinstance(value, Fraction):
         return value
@@ -108,11 +112,19 @@ def parse_quantity(value: object) -> Fraction:
         raise QuantityError(
             f"{value!r} is not a Kubernetes quantity (accepted: {QUANTITY_EXAMPLES})"
         )
+    if len(m["num"]) > 40:
+        raise QuantityError(f"{value!r} has too many digits (accepted: at most 40)")
     number = Fraction(m["num"])
     if m["bin"]:
         return number * _BINARY[m["bin"]]
     if m["exp"]:
-        return number * Fraction(10) ** int(m["exp"][1:])
+        exp = int(m["exp"][1:])
+        if abs(exp) > 30:
+            raise QuantityError(
+                f"{value!r}: exponent {exp} is out of range (accepted: -30..30; the API "
+                "server limits quantities to 63 bits)"
+            )
+        return number * Fraction(10) ** exp
     return number * _DECIMAL[m["dec"] or ""]
 
 
@@ -133,8 +145,13 @@ def to_base_units(name: str, value: object) -> int:
     q = parse_quantity(value)
     if q < 0:
         raise QuantityError(f"{value!r} is negative (accepted: a quantity >= 0)")
-    scaled = q if is_byte_resource(name) else q * 1000
-    return math.ceil(scaled)
+    scaled = math.ceil(q if is_byte_resource(name) else q * 1000)
+    if scaled > MAX_AMOUNT:
+        raise QuantityError(
+            f"{value!r} is too large (accepted: at most {MAX_AMOUNT} base units, 2^60 — "
+            "Kubernetes quantities are 63-bit and the solver needs headroom to sum them)"
+        )
+    return scaled
 
 
 def format_quantity(name: str, amount: int) -> str:

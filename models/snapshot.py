@@ -84,6 +84,14 @@ GPU_MILLI = 1000
 """Milli-GPU in one GPU device."""
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+K8sName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+]
+"""A Kubernetes object name (RFC 1123 subdomain: lowercase letters, digits, '-' and '.',
+starting and ending with a letter or digit): nodes, namespaces, gangs, roles, pods."""
+Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+"""A pod priority (core/v1: int32; PriorityClass values)."""
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 JointPolicy = Literal["none", "pcie", "numa"]
 
@@ -256,6 +264,25 @@ class ResourceNames(_Frozen):
     nic: Name = "rdma/hca"
     gpu_model_resources: dict[Name, Name] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _distinct(self) -> ResourceNames:
+        reserved = {CPU, MEMORY, "ephemeral-storage", "pods"}
+        for what, name in (("gpu", self.gpu), ("nic", self.nic)):
+            if name in reserved or name.startswith("hugepages-"):
+                raise ValueError(
+                    f"{what}: {name!r} is a core resource (accepted: an extended resource "
+                    "name such as nvidia.com/gpu or rdma/hca)"
+                )
+        if self.gpu == self.nic:
+            raise ValueError(f"gpu and nic are both {self.gpu!r} (they must differ)")
+        for res in self.gpu_model_resources:
+            if res in reserved or res in (self.gpu, self.nic) or res.startswith("hugepages-"):
+                raise ValueError(
+                    f"gpu_model_resources: {res!r} cannot name a GPU model (accepted: a "
+                    "model-specific GPU resource such as nvidia.com/a100)"
+                )
+        return self
+
 
 class Level(_Frozen):
     """A topology level (top to bottom in ``Snapshot.levels``), e.g. block > spine > leaf.
@@ -277,7 +304,7 @@ class Node(_Frozen):
     :meth:`DeviceLayout.implicit` one.
     """
 
-    name: Name
+    name: K8sName
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
@@ -330,7 +357,7 @@ class Role(_Frozen):
     from a cluster; otherwise pods are named ``{gang}-{role}-{i}``.
     """
 
-    name: Name
+    name: K8sName
     count: PositiveInt
     min_member: NonNegativeInt | None = None
     requests: ResourceList = Field(default_factory=dict)
@@ -340,7 +367,7 @@ class Role(_Frozen):
     )
     tolerations: tuple[Toleration, ...] = ()
     topology: TopologyConstraint | None = None
-    pod_names: tuple[Name, ...] | None = None
+    pod_names: tuple[K8sName, ...] | None = None
 
     def pod_name(self, gang: str, index: int) -> str:
         if self.pod_names is not None:
@@ -369,11 +396,11 @@ class Gang(_Frozen):
     (DESIGN.md, joint allocation). ``creation_time`` in seconds (any epoch).
     """
 
-    name: Name
-    namespace: Name = "default"
+    name: K8sName
+    namespace: K8sName = "default"
     queue: Name
-    priority: int = 0
-    creation_time: float = 0.0
+    priority: Priority = 0
+    creation_time: float = Field(0.0, allow_inf_nan=False)
     roles: tuple[Role, ...] = Field(min_length=1)
     min_member: PositiveInt | None = None
     topology: TopologyConstraint | None = None
@@ -421,17 +448,44 @@ class RunningPod(_Frozen):
     ``queue`` None: it counts toward no queue (and is not shared between queues).
     """
 
-    name: Name
-    namespace: Name = "default"
+    name: K8sName
+    namespace: K8sName = "default"
     gang: Name | None = None
     queue: Name | None = None
-    priority: int = 0
+    priority: Priority = 0
     node: Name
     requests: ResourceList = Field(default_factory=dict)
     devices: tuple[Name, ...] = ()
 
 
 # --------------------------------------------------------------------------- the snapshot
+
+
+def _map_gang_gpus(gang: dict[str, Any], mapping: dict[str, str], gpu: str) -> dict[str, Any]:
+    """A gang whose GPU pods all ask one model-specific resource asks the GPU resource,
+    accepting that model only (intersected with its own ``gpu_models``). A gang mixing
+    model-specific and generic GPU requests, or two models, or a model its ``gpu_models``
+    excludes, is left as written: :meth:`Snapshot.problems` reports it (``gpu_models`` is
+    per gang, so it cannot say "A100 for this role, any for that one")."""
+    roles = [r for r in gang.get("roles") or () if isinstance(r, dict)]
+    used: set[str] = set()
+    generic = False
+    for role in roles:
+        req = role.get("requests")
+        if not isinstance(req, dict):
+            continue
+        used |= {mapping[k] for k in req if k in mapping}
+        generic |= gpu in req
+    own = list(gang.get("gpu_models") or ())
+    if not used or generic or len(used) > 1 or (own and not used <= set(own)):
+        return gang
+    out_roles: list[Any] = []
+    for role in gang.get("roles") or ():
+        if isinstance(role, dict) and isinstance(role.get("requests"), dict):
+            req = {(gpu if k in mapping else k): v for k, v in role["requests"].items()}
+            role = {**role, "requests": req}
+        out_roles.append(role)
+    return {**gang, "roles": out_roles, "gpu_models": sorted(used)}
 
 
 @dataclass(frozen=True)
@@ -527,18 +581,7 @@ class Snapshot(_Frozen):
         gangs = []
         for gang in data.get("gangs") or ():
             if isinstance(gang, dict):
-                models = list(gang.get("gpu_models") or ())
-                roles = []
-                for role in gang.get("roles") or ():
-                    if isinstance(role, dict) and isinstance(role.get("requests"), dict):
-                        req = dict(role["requests"])
-                        for res, model in mapping.items():
-                            if res in req:
-                                req[gpu] = req.pop(res)
-                                models.append(model)
-                        role = {**role, "requests": req}
-                    roles.append(role)
-                gang = {**gang, "roles": roles, "gpu_models": sorted(set(models))}
+                gang = _map_gang_gpus(gang, mapping, gpu)
             gangs.append(gang)
         data["gangs"] = gangs
         running = []
@@ -761,6 +804,42 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
                     f"{path}.joint",
                     f"joint allocation {gang.joint!r} needs whole GPUs in role {role.name!r}",
                 )
+
+    # pod names: unique per namespace, pending and running alike (they become Bindings)
+    seen_pods: dict[tuple[str, str], str] = {}
+    for i, pod in enumerate(s.running):
+        seen_pods.setdefault((pod.namespace, pod.name), f"running[{i}]")
+    for i, gang in enumerate(s.gangs):
+        if gang.key in dup_keys:
+            continue  # reported as a duplicate gang already
+        for j, role in enumerate(gang.roles):
+            if role.name in _dups([r.name for r in gang.roles]):
+                continue  # reported as a duplicate role already
+            where = f"gangs[{i}].roles[{j}]." + ("pod_names" if role.pod_names else "name")
+            for k in range(role.count):
+                name = role.pod_name(gang.name, k)
+                first = seen_pods.setdefault((gang.namespace, name), where)
+                if first != where:
+                    yield Problem(
+                        where,
+                        f"pod name {gang.namespace}/{name} is also used by {first} (pod names "
+                        "must be unique in a namespace; pods without pod_names are named "
+                        "{gang}-{role}-{i})",
+                    )
+    mapping = s.resources.gpu_model_resources
+    if mapping:
+        for i, gang in enumerate(s.gangs):
+            for j, role in enumerate(gang.roles):
+                for res in role.requests:
+                    if res in mapping:
+                        yield Problem(
+                            f"gangs[{i}].roles[{j}].requests.{res}",
+                            f"{res} (GPU model {mapping[res]}) cannot be mixed with other GPU "
+                            "requests or models in one gang, nor with a gpu_models list that "
+                            f"excludes {mapping[res]} (accepted: every GPU role of the gang asks "
+                            "the same model-specific resource, or all ask the GPU resource with "
+                            "gpu_models)",
+                        )
 
     pod_keys = [f"{p.namespace}/{p.name}" for p in s.running]
     dup_pods = _dups(pod_keys)
