@@ -16,11 +16,14 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from gangplan.adapters.cli_common import OUTPUT, SECONDS
 from gangplan.adapters.files import InputError, load_plan, load_snapshot
 
 __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -68,7 +71,8 @@ def validate(instance: Path | None) -> None:
 
 
 @main.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here")
+@click.option("-o", "--output", type=OUTPUT, help="write here")
+@user_errors
 def schema(output: Path | None) -> None:
     """Print the instance file's JSON Schema (generated from the models)."""
     from gangplan.models import InstanceFile
@@ -77,27 +81,66 @@ def schema(output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        from gangplan.adapters.files import write_text_atomically
+
+        write_text_atomically(output, text)
         click.echo(f"wrote {output}")
 
 
 @main.command()
 @click.argument("instance", type=click.Path(dir_okay=False, path_type=Path), required=False)
-@click.option("--time-limit", "time_limit", type=click.FloatRange(min=0.01), default=10.0,
-              show_default=True, help="CP-SAT budget in seconds (all tiers)")
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
-              help="CP-SAT search workers")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--deterministic", is_flag=True,
-              help="one worker, fixed seed, deterministic time limit (repeatable runs)")
-@click.option("--placer", type=click.Choice(["cpsat", "greedy", "topology-fit", "fgd"]),
-              default="cpsat", show_default=True)
-@click.option("--previous", type=click.Path(dir_okay=False, path_type=Path),
-              help="the previous cycle's plan (stability)")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="write the plan here (YAML, or JSON by suffix); passes `gangplan verify`")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "bindings"]),
-              default="table", show_default=True, help="what to print")
+@click.option(
+    "--time-limit",
+    "time_limit",
+    type=SECONDS,
+    default=10.0,
+    show_default=True,
+    help="CP-SAT budget in seconds (all tiers)",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1, max=64),
+    default=2,
+    show_default=True,
+    help="CP-SAT search workers",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**31 - 1),
+    default=0,
+    show_default=True,
+    help="CP-SAT random seed",
+)
+@click.option(
+    "--deterministic",
+    is_flag=True,
+    help="one worker, fixed seed, deterministic time limit (repeatable runs)",
+)
+@click.option(
+    "--placer",
+    type=click.Choice(["cpsat", "greedy", "topology-fit", "fgd"]),
+    default="cpsat",
+    show_default=True,
+)
+@click.option(
+    "--previous",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the previous cycle's plan (stability)",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=OUTPUT,
+    help="write the plan here (YAML, or JSON by suffix); passes `gangplan verify`",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "yaml", "bindings"]),
+    default="table",
+    show_default=True,
+    help="what to print",
+)
 @user_errors
 def solve(
     instance: Path | None,

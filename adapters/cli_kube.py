@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from gangplan.adapters.cli_common import OUTPUT
 from gangplan.adapters.cli_convert import convert
 from gangplan.adapters.files import dump_data
 from gangplan.adapters.kube_in import KubeInputError, KubeOptions, read_kube
@@ -68,7 +69,7 @@ __all__ = ["convert", "k8s"]
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT,
     help="write the instance here (.json: JSON; else YAML); default: stdout",
 )
 @click.option("-v", "--verbose", is_flag=True, help="list every entry of the summary")
@@ -131,7 +132,12 @@ def k8s(
         click.echo(text, nl=False)
         click.echo(f"instance: {counts}", err=True)
     else:
-        tmp = output.with_name(f".{output.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(output)
+        from gangplan.adapters.files import InputError, write_text_atomically
+
+        try:
+            write_text_atomically(output, text)
+        except InputError as err:
+            for line in err.lines():
+                click.echo(f"error: {line}", err=True)
+            sys.exit(1)
         click.echo(f"wrote {output}: {counts}", err=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from gangplan.adapters.cli_common import OUTPUT
 from gangplan.adapters.cli_convert import convert
 from gangplan.adapters.files import InputError
 from gangplan.adapters.generate import LAYOUTS, GeneratorError, fat_tree
@@ -62,7 +63,7 @@ def _output_option(func: Callable[..., None]) -> Callable[..., None]:
     return click.option(
         "-o",
         "--output",
-        type=_FILE,
+        type=OUTPUT,
         help="write the instance here (.json: JSON; else YAML); default: stdout",
     )(func)
 

@@ -91,6 +91,8 @@ def read_data(path: str | Path | None) -> tuple[str, Any]:
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
         what = getattr(err, "problem", None) or str(err)
         raise InputError(name, [Problem(where, f"not valid YAML: {what}")]) from None
+    except RecursionError:
+        raise InputError(name, [Problem("", "nested too deeply to read")]) from None
 
 
 def load_snapshot(path: str | Path | None) -> tuple[Snapshot, list[str]]:
@@ -107,6 +109,8 @@ def load_snapshot(path: str | Path | None) -> tuple[Snapshot, list[str]]:
         raise InputError(name, [Problem("kind", f"is {data.get('kind')!r}; accepted: 'Instance'")])
     try:
         return load_instance(data)
+    except RecursionError:
+        raise InputError(name, [Problem("", "nested too deeply to validate")]) from None
     except InstanceError as err:
         raise InputError(name, err.problems) from None
 
@@ -152,11 +156,28 @@ def _format_for(path: Path) -> str:
     return "json" if path.suffix.lower() == ".json" else "yaml"
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so nothing is ever half-written."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """Write via a temporary file and rename, so nothing is ever half-written.
+
+    Raises:
+        InputError: the folder does not exist, or the write failed (disk full, no
+            permission); the temporary file is removed and ``path`` is left as it was.
+    """
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise InputError(str(p), [Problem("", f"folder {p.parent} does not exist")])
+    if p.is_dir():
+        raise InputError(str(p), [Problem("", "is a directory, not a file")])
+    tmp = p.with_name(f".{p.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(p)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise InputError(str(p), [Problem("", f"cannot write: {err.strerror or err}")]) from None
+
+
+_write_atomically = write_text_atomically
 
 
 def write_snapshot(snapshot: Snapshot, path: str | Path) -> None:

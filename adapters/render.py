@@ -108,7 +108,11 @@ def render_plan(snapshot: Snapshot, plan: Plan, console: Console) -> None:
         size = g.size
         gpus = sum(g.role(p.role).requests.get(snapshot.gpu, 0) for p in pods) / GPU_MILLI
         nodes = len({p.node for p in pods})
-        status = "[green]admitted[/]" if o.admitted else f"[yellow]{o.reason.kind if o.reason else 'pending'}[/]"
+        status = (
+            "[green]admitted[/]"
+            if o.admitted
+            else f"[yellow]{o.reason.kind if o.reason else 'pending'}[/]"
+        )
         table.add_row(
             g.name if g.namespace == "default" else g.key,
             g.queue,
@@ -123,7 +127,13 @@ def render_plan(snapshot: Snapshot, plan: Plan, console: Console) -> None:
     console.print(table)
     st = plan_stats(snapshot, plan, topo)
     q = Table(title="queues: dominant share after the plan vs fair target per priority class")
-    for col in ("queue", "running GPUs", "placed GPUs", "dominant share %", "fair target % (class)"):
+    for col in (
+        "queue",
+        "running GPUs",
+        "placed GPUs",
+        "dominant share %",
+        "fair target % (class)",
+    ):
         q.add_column(col, justify="right" if col != "queue" else "left")
     for name, run, placed, share, target in st.queues:
         q.add_row(name, f"{run:g}", f"{placed:g}", f"{share:.1f}", target)
@@ -131,13 +141,16 @@ def render_plan(snapshot: Snapshot, plan: Plan, console: Console) -> None:
     s = plan.summary
     spread = "-" if st.mean_leaves_multi is None else f"{st.mean_leaves_multi:.2f}"
     console.print(
-        f"GPUs placed {st.gpus_placed:g} / requested {st.gpus_requested:g} / free {st.gpus_free:g}; "
+        f"GPUs placed {st.gpus_placed:g} / requested {st.gpus_requested:g} / free "
+        f"{st.gpus_free:g}; "
         f"gangs admitted {st.gangs_admitted}/{st.gangs_total}; mean leaves spanned by multi-pod "
         f"gangs {spread}"
     )
     if s is not None:
         thr = [t.gap for t in s.tiers if t.gap is not None and t.name.endswith(".gpu_milli")]
-        open_tiers = [t.name for t in s.tiers if t.status == "feasible"]
+        open_tiers = [
+            t.name for t in s.tiers if t.status not in ("optimal", "constant", "not optimised")
+        ]
         gap = "-" if not thr else f"{max(thr):.2%}"
         console.print(
             f"placer {s.placer}; status {s.status}; throughput gap {gap}; "

@@ -51,7 +51,17 @@ def _finish(
     reasons = explain_pending(ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget)  # type: ignore[arg-type]
     plan = assemble_plan(ctx.snapshot, pods, reasons)
     sc = score(ctx.snapshot, plan, previous, topology=ctx.topo, shares=ctx.shares)
-    if not tiers:
+    if tiers:
+        # report the returned plan's own values (the model's may be looser, e.g. a spread
+        # counted from an untightened 'uses' variable); keep bound, gap and status
+        by_name = {t.name: t for t in tiers}
+        tiers = tuple(
+            by_name[n].model_copy(update={"value": v})
+            if n in by_name
+            else TierReport(name=n, value=v)
+            for n, v in sc.entries
+        )
+    else:
         tiers = tuple(TierReport(name=n, value=v) for n, v in sc.entries)
     summary = PlanSummary(
         placer=placer,

@@ -105,8 +105,13 @@ def fair_shares(snapshot: Snapshot) -> FairShares:
         if pod.queue is not None:
             for r in active:
                 running[pod.queue][r] += pod.requests.get(r, 0)
+    # a queue never holds more than all of a resource (clamped: a cluster whose running
+    # pods hold more than it reports is the snapshot's warning, not a share above 100%)
     fs.base = {
-        q.name: {r: (2 * PPM * running[q.name][r] + totals[r]) // (2 * totals[r]) for r in active}
+        q.name: {
+            r: min(PPM, (2 * PPM * running[q.name][r] + totals[r]) // (2 * totals[r]))
+            for r in active
+        }
         for q in snapshot.queues
     }
     used = {r: sum(fs.base[q][r] for q in fs.base) for r in active}

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot
+from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot, format_quantity
 from gangplan.topology import NODE_LEVEL, Topology, build_topology
 
 __all__ = ["CHECKS", "Violation", "verify"]
@@ -120,6 +120,8 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
             )
         if not o.admitted and o.reason is None:
             yield Violation("references", f"gang {o.key} is pending without a reason")
+        if o.admitted and o.reason is not None:
+            yield Violation("references", f"gang {o.key} is admitted but carries a pending reason")
         gang = gangs.get(o.key)
         for role_name, n in sorted(o.roles.items()):
             if gang is None:
@@ -249,6 +251,11 @@ def check_capacity(ctx: _Ctx) -> Iterator[Violation]:
                 "devices",
                 f"pod {p.pod!r} asks {want_gpu // GPU_MILLI} GPUs, is given {len(p.gpus)}",
             )
+        if want_gpu >= GPU_MILLI and p.gpu_milli is not None:
+            yield Violation(
+                "devices",
+                f"pod {p.pod!r} asks whole GPUs but carries a share (gpu_milli={p.gpu_milli})",
+            )
         if len(p.nics) != want_nic:
             yield Violation(
                 "devices", f"pod {p.pod!r} asks {want_nic} NICs, is given {len(p.nics)}"
@@ -299,8 +306,8 @@ def check_capacity(ctx: _Ctx) -> Iterator[Violation]:
             if amount > left.get(res, 0):
                 yield Violation(
                     "capacity",
-                    f"node {node_name!r}: {res} placed {amount} > free {left.get(res, 0)} "
-                    "(base units)",
+                    f"node {node_name!r}: {res} placed {format_quantity(res, amount)} > free "
+                    f"{format_quantity(res, left.get(res, 0))}",
                 )
 
 
@@ -394,8 +401,8 @@ def check_queue_max(ctx: _Ctx) -> Iterator[Violation]:
             if usage[q.name].get(res, 0) > cap:
                 yield Violation(
                     "queue_max",
-                    f"queue {q.name!r}: {res} use {usage[q.name][res]} exceeds its max {cap} "
-                    "(base units)",
+                    f"queue {q.name!r}: {res} use {format_quantity(res, usage[q.name][res])} "
+                    f"exceeds its max {format_quantity(res, cap)}",
                 )
 
 

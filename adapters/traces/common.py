@@ -433,11 +433,12 @@ def _flow(item: Any) -> str:
 
 
 def write_text(path: str | Path, text: str) -> None:
-    """Write via a temporary file and rename, so nothing is ever half-written."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(p)
+    """Write via a temporary file and rename, so nothing is ever half-written (raises
+    :class:`~gangplan.adapters.files.InputError` if the folder is missing or the write
+    fails; the temporary file is removed)."""
+    from gangplan.adapters.files import write_text_atomically
+
+    write_text_atomically(path, text)
 
 
 def unique(items: Iterable[T]) -> list[T]:

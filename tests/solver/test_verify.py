@@ -493,7 +493,10 @@ def _outcome(key: str, **fields: Any) -> GangOutcome:
                     )
                 }
             ),
-            ["gang default/pair: admitted=True with 0 pods"],
+            [
+                "gang default/pair: admitted=True with 0 pods",
+                "gang default/pair is admitted but carries a pending reason",
+            ],
             id="admitted-empty",
         ),
         pytest.param(
@@ -728,7 +731,7 @@ def test_gpu_model_does_not_bind_a_pod_without_gpus(check) -> None:
         # n2: 64 cpu - 8 running = 56 free; 60 asked
         (
             {"big-cpu": [("w", "n2")]},
-            [("capacity", "node 'n2': cpu placed 60000 > free 56000 (base units)")],
+            [("capacity", "node 'n2': cpu placed 60 > free 56")],
         ),
         # two 60-cpu pods would not fit n3 either, but one does; 600Gi of 512Gi does not
         (
@@ -736,14 +739,14 @@ def test_gpu_model_does_not_bind_a_pod_without_gpus(check) -> None:
             [
                 (
                     "capacity",
-                    f"node 'n1': memory placed {600 * 2**30} > free {512 * 2**30} (base units)",
+                    "node 'n1': memory placed 600Gi > free 512Gi",
                 )
             ],
         ),
         # n2 advertises no fpga: free 0
         (
             {"fpga": [("w", "n2")]},
-            [("capacity", "node 'n2': example.com/fpga placed 1000 > free 0 (base units)")],
+            [("capacity", "node 'n2': example.com/fpga placed 1 > free 0")],
         ),
         # 8 GPUs on n1, where the running share holds 300 milli of g7: 7700 free in all,
         # and g7 itself has 700 milli free
@@ -751,7 +754,7 @@ def test_gpu_model_does_not_bind_a_pod_without_gpus(check) -> None:
             {"eight": [("w", "n1", dev(("g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7")))]},
             [
                 ("capacity", "GPU 'g7' on 'n1': 1000 milli-GPU given, 700 free"),
-                ("capacity", "node 'n1': nvidia.com/gpu placed 8000 > free 7700 (base units)"),
+                ("capacity", "node 'n1': nvidia.com/gpu placed 8 > free 7700m"),
             ],
         ),
     ],
@@ -979,13 +982,13 @@ def test_joint_numa_accepts_nics_of_another_switch_on_the_same_numa_node(check) 
 def test_queue_max(check) -> None:
     # qc: max 4 GPUs, running 2; over-cap adds 4 -> 6000 milli > 4000
     assert check({"over-cap": [("w", "n1")]}) == [
-        ("queue_max", "queue 'qc': nvidia.com/gpu use 6000 exceeds its max 4000 (base units)")
+        ("queue_max", "queue 'qc': nvidia.com/gpu use 6 exceeds its max 4")
     ]
     # capped adds 2 -> exactly 4000: allowed
     assert check({"capped": [("w", "n1")]}) == []
     # both: 8000
     assert check({"capped": [("w", "n1")], "over-cap": [("w", "n4")]}) == [
-        ("queue_max", "queue 'qc': nvidia.com/gpu use 8000 exceeds its max 4000 (base units)")
+        ("queue_max", "queue 'qc': nvidia.com/gpu use 8 exceeds its max 4")
     ]
 
 
@@ -998,3 +1001,29 @@ def test_verify_reports_every_violation_at_once(check) -> None:
         )
     ]
     assert sorted(rules) == ["queue_max", "readiness", "selector"]
+
+
+def test_a_whole_gpu_pod_carrying_a_share_is_a_violation() -> None:
+    # a pod asking 1 whole GPU must not be written as a share of it (gpu_milli set)
+    from gangplan.models import GangOutcome, Plan, PodPlacement, load_instance
+
+    s, _ = load_instance(
+        {
+            "nodes": [{"name": "n", "allocatable": {"nvidia.com/gpu": 1}}],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 1}}],
+                }
+            ],
+        }
+    )
+    pod = PodPlacement(pod="g-w-0", gang="g", role="w", node="n", gpus=("gpu-0",), gpu_milli=5000)
+    plan = Plan(
+        gangs=(GangOutcome(gang="g", admitted=True, placed=1, roles={"w": 1}),), pods=(pod,)
+    )
+    assert [(v.rule, v.message) for v in verify(s, plan)] == [
+        ("devices", "pod 'g-w-0' asks whole GPUs but carries a share (gpu_milli=5000)")
+    ]
