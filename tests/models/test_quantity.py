@@ -147,10 +147,26 @@ def test_format_quantity(resource: str, amount: int, text: str) -> None:
 
 @given(
     st.sampled_from(["cpu", "memory", GPU, "hugepages-1Gi", "rdma/hca"]),
-    st.integers(min_value=0, max_value=2**62),
+    st.integers(min_value=0, max_value=2**60),
 )
 def test_format_then_parse_gives_the_amount_back(resource: str, amount: int) -> None:
     assert to_base_units(resource, format_quantity(resource, amount)) == amount
+
+
+@pytest.mark.parametrize(
+    "resource, value",
+    [
+        ("memory", "2Ei"),  # 2^61 bytes, above the 2^60 bound
+        ("cpu", "9.3P"),  # 9.3e15 cores = 9.3e18 milli-CPU
+        ("cpu", "1e100"),  # exponent out of range
+        ("memory", "1e5000"),  # would have 5,000 digits
+        ("cpu", "1e-99999999"),  # a tiny exponent must not hang either
+        ("cpu", 1e40),  # a float beyond 1e30
+    ],
+)
+def test_too_large_or_extreme_quantities_are_refused(resource: str, value: object) -> None:
+    with pytest.raises(QuantityError):
+        to_base_units(resource, value)
 
 
 def test_resource_list_parses_once_and_dumps_canonical_strings() -> None:
