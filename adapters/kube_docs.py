@@ -69,7 +69,7 @@ def read_documents(paths: list[str | Path], summary: ReadSummary) -> list[Docume
             raise DumpError(str(p), "no such file or folder")
         if p.is_dir():
             for f in _files_under(p, summary):
-                out.extend(_documents_of_file(f, summary))
+                out.extend(_documents_of_file(f, summary, in_folder=True))
         else:
             out.extend(_documents_of_file(p, summary))
     return out
@@ -92,10 +92,18 @@ def _files_under(folder: Path, summary: ReadSummary) -> Iterator[Path]:
             )
 
 
-def _documents_of_file(path: Path, summary: ReadSummary) -> list[Document]:
+def _documents_of_file(
+    path: Path, summary: ReadSummary, *, in_folder: bool = False
+) -> list[Document]:
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
+        if not in_folder:
+            raise DumpError(str(path), f"cannot read: not UTF-8 text ({err.reason})") from None
+        # inside a dump folder, a file that is not text is listed, like any other junk
+        summary.skip(str(path), "-", "", REASON_NOT_AN_OBJECT, f"not UTF-8 text ({err.reason})")
+        return []
+    except OSError as err:
         raise DumpError(str(path), f"cannot read: {err}") from None
     return _documents_of_text(
         str(path), text, json_first=path.suffix.lower() == ".json", summary=summary

@@ -74,3 +74,16 @@ def test_a_plan_file_must_be_a_plan(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["solve", "--previous", str(inst)])
     assert r.exit_code == 1
     assert "kind: is 'Instance'; accepted: 'Plan'" in r.output
+
+
+def test_a_binary_file_inside_a_dump_folder_is_listed_not_fatal(tmp_path: Path) -> None:
+    # docs/kubernetes.md: the content of a dump never makes the command fail
+    from gangplan.adapters.kube_in import KubeOptions, read_kube
+
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00junk")
+    (tmp_path / "node.yaml").write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '4', memory: 8Gi}}\n"
+    )
+    read = read_kube([tmp_path], KubeOptions())
+    assert [n.name for n in read.snapshot.nodes] == ["n1"]
