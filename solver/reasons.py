@@ -148,7 +148,10 @@ def _fit_alone(ctx: BaselineContext, cap: _Capacity, gang: Gang, where: str) -> 
             f"needs {what} inside one {unit}; the largest free {unit} ({best_name}) holds "
             f"{max(best_total, 0)} of them{even}",
         )
-    # not a topology limit: capacity or per-node fragmentation
+    # not a topology limit: a resource no node has enough of, or capacity, or fragmentation
+    scarce = _scarce_resource(cap, gang)
+    if scarce is not None:
+        return _Fit(False, f"needs {what}; {scarce}")
     gpu_pod = max((r.requests.get(s.gpu, 0) for r in gang.roles), default=0)
     if gpu_pod >= GPU_MILLI:
         free_gpus = sum(
@@ -173,6 +176,31 @@ def _fit_alone(ctx: BaselineContext, cap: _Capacity, gang: Gang, where: str) -> 
             f"{max(best_total, 0)} of its pods",
         )
     return _Fit(False, f"needs {what}; {where} nodes have room for {max(best_total, 0)} of them")
+
+
+def _scarce_resource(cap: _Capacity, gang: Gang) -> str | None:
+    """A resource (other than GPUs and NICs) that no candidate node has enough of for one
+    pod of a role that must have pods, e.g. 'no node it may use has 100 cpu free (the most
+    is 64)'. None if every such resource fits some node."""
+    state = cap.state
+    for role in gang.roles:
+        if gang.role_min(role) == 0 and gang.min_size <= sum(
+            r.count for r in gang.roles if r is not role
+        ):
+            continue
+        cands = state.candidates(gang, role)
+        if not cands:
+            continue
+        for res, amount in sorted(role.requests.items()):
+            if amount <= 0 or res in (state.gpu, state.nic):
+                continue
+            most = max(state.nodes[n].resources.get(res, 0) for n in cands)
+            if amount > most:
+                return (
+                    f"no node it may use has {format_quantity(res, amount)} {res} free for one "
+                    f"{role.name} pod (the most any has: {format_quantity(res, most)})"
+                )
+    return None
 
 
 def _role_level_cap(

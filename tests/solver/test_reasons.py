@@ -38,7 +38,12 @@ def test_never_fits_names_the_size_and_the_largest_leaf() -> None:
     # two leaves of 2 x 8 GPUs: a gang of 3 x 8 GPUs inside one leaf can never fit
     reasons = _solve(
         {
-            "nodes": [_node("a", 8), _node("b", 8), _node("c", 8, leaf="l2"), _node("d", 8, leaf="l2")],
+            "nodes": [
+                _node("a", 8),
+                _node("b", 8),
+                _node("c", 8, leaf="l2"),
+                _node("d", 8, leaf="l2"),
+            ],
             "queues": [{"name": "q"}],
             "gangs": [
                 {
@@ -60,7 +65,13 @@ def test_never_fits_by_queue_max() -> None:
         {
             "nodes": [_node("a", 8)],
             "queues": [{"name": "q", "max": {"nvidia.com/gpu": 4}}],
-            "gangs": [{"name": "g", "queue": "q", "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}]}],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}],
+                }
+            ],
         }
     )
     kind, msg = reasons["g"]
@@ -75,7 +86,13 @@ def test_blocked_by_running_pods() -> None:
             "nodes": [_node("a", 8)],
             "queues": [{"name": "q"}],
             "running": [{"name": "r", "node": "a", "requests": {"nvidia.com/gpu": 6}}],
-            "gangs": [{"name": "g", "queue": "q", "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 4}}]}],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 4}}],
+                }
+            ],
         }
     )
     assert reasons["g"][0] == "blocked"
@@ -88,8 +105,16 @@ def test_blocked_by_queue_headroom() -> None:
         {
             "nodes": [_node("a", 8), _node("b", 8)],
             "queues": [{"name": "q", "max": {"nvidia.com/gpu": 8}}],
-            "running": [{"name": "r", "node": "a", "queue": "q", "requests": {"nvidia.com/gpu": 6}}],
-            "gangs": [{"name": "g", "queue": "q", "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 4}}]}],
+            "running": [
+                {"name": "r", "node": "a", "queue": "q", "requests": {"nvidia.com/gpu": 6}}
+            ],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 4}}],
+                }
+            ],
         }
     )
     kind, msg = reasons["g"]
@@ -104,8 +129,18 @@ def test_lost_to_higher_priority() -> None:
             "nodes": [_node("a", 8)],
             "queues": [{"name": "q"}],
             "gangs": [
-                {"name": "hi", "queue": "q", "priority": 10, "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}]},
-                {"name": "lo", "queue": "q", "priority": 0, "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}]},
+                {
+                    "name": "hi",
+                    "queue": "q",
+                    "priority": 10,
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}],
+                },
+                {
+                    "name": "lo",
+                    "queue": "q",
+                    "priority": 0,
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}],
+                },
             ],
         }
     )
@@ -138,3 +173,25 @@ def test_multi_role_gang_the_bound_cannot_decide_is_checked_exactly() -> None:
     kind, msg = reasons["g"]
     assert kind == "never_fits"
     assert "exact check" in msg
+
+
+def test_a_cpu_bound_gang_is_told_cpu_not_gpu_fragmentation() -> None:
+    # nodes of 64 CPUs: a pod asking 100 CPUs can never fit; the reason must name cpu
+    reasons = _solve(
+        {
+            "nodes": [_node("a", 8, cpu=64), _node("b", 8, cpu=64)],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "roles": [
+                        {"name": "w", "count": 1, "requests": {"cpu": 100, "nvidia.com/gpu": 1}}
+                    ],
+                }
+            ],
+        }
+    )
+    kind, msg = reasons["g"]
+    assert kind == "never_fits"
+    assert "no node it may use has 100 cpu free for one w pod (the most any has: 64)" in msg
