@@ -24,7 +24,7 @@ For each placed pod, in the plan's order:
    layout id); ``minor`` the device's minor number (the Device object's, else the
    device's position among the node's GPUs, or NICs, in layout order); a whole GPU is 100
    percent of ``gpu-core`` and ``gpu-memory-ratio``, a GPU share of ``m`` milli-GPU is
-   ``m / 10`` percent; a NIC is 100 percent of ``koordinator.sh/rdma``. The key can be
+   ``m / 10`` percent, rounded up; a NIC is 100 percent of ``koordinator.sh/rdma``. The key can be
    changed (``annotation_key``) for a device plugin that reads another one;
 
 2. its core v1 **Binding**, the body of ``POST /api/v1/namespaces/{ns}/pods/{name}/binding``::
@@ -133,7 +133,7 @@ def device_allocation(
     out: dict[str, list[dict[str, Any]]] = {}
     if placement.gpus:
         milli = placement.gpu_milli if placement.gpu_milli is not None else GPU_MILLI
-        percent = str(milli * 100 // GPU_MILLI)
+        percent = str(-(-milli * 100 // GPU_MILLI))  # rounded up: a 1m share is 1%, not 0
         out["gpu"] = [
             {
                 "minor": _minor(snapshot, placement.node, g, gpu_ids),
