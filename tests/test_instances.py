@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from pydantic import BaseModel
+
 from gangplan.adapters.files import load_snapshot
 from gangplan.models import (
     DeviceLayout,
@@ -40,12 +42,14 @@ from gangplan.models import (
 )
 from gangplan.models.instance import NodePool, RunningEntry
 from gangplan.models.quantity import to_base_units
-from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances"
 CASES = INSTANCES / "cases"
-SHARED_CASES = ROOT.parent / "shared" / "cases"
+SHARED_CASES = next(
+    (p / "shared" / "cases" for p in ROOT.parents if (p / "shared" / "cases").is_dir()),
+    ROOT.parent / "shared" / "cases",
+)
 
 INSTANCE_FILES = sorted(
     p for p in INSTANCES.rglob("*") if p.suffix.lower() in (".yaml", ".yml", ".json")
@@ -110,6 +114,7 @@ def test_schema_is_the_cli_schema() -> None:
     import json
 
     from click.testing import CliRunner
+
     from gangplan.adapters.cli import main
 
     result = CliRunner().invoke(main, ["schema"])

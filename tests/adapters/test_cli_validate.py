@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+
 from gangplan.adapters.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

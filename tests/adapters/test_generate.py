@@ -26,7 +26,14 @@ from gangplan.adapters.traces.common import instance_text
 from gangplan.models import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("GANGPLAN_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it
+DATA = Path(
+    os.environ.get("GANGPLAN_SHARED_DATA")
+    or next(
+        (p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "data").is_dir()),
+        ROOT.parent / "shared" / "data",
+    )
+)
 GPU, NIC = "nvidia.com/gpu", "rdma/hca"
 GIB = 2**30
 

@@ -16,6 +16,7 @@ The data is read where it lies and never copied; the tests skip when it is absen
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ MI = 2**20
 
 
 def _find_manifests() -> Path | None:
+    env = os.environ.get("GANGPLAN_SHARED_DATA")
+    if env and (Path(env) / "k8s-manifests").is_dir():
+        return Path(env) / "k8s-manifests"
     for parent in Path(__file__).resolve().parents:
         cand = parent / "shared" / "data" / "k8s-manifests"
         if cand.is_dir():

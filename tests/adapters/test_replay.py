@@ -37,7 +37,14 @@ from gangplan.solver.fgd import use_workload
 from gangplan.topology import build_topology
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("GANGPLAN_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it
+DATA = Path(
+    os.environ.get("GANGPLAN_SHARED_DATA")
+    or next(
+        (p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "data").is_dir()),
+        ROOT.parent / "shared" / "data",
+    )
+)
 OPENB = DATA / "alibaba-gpu-v2023" / "csv"
 
 NODES_CSV = """\

@@ -33,7 +33,14 @@ from gangplan.adapters.traces.jobs import convert_jobs, read_itp, read_philly, s
 from gangplan.models import Plan, Snapshot, load_instance
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("GANGPLAN_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it
+DATA = Path(
+    os.environ.get("GANGPLAN_SHARED_DATA")
+    or next(
+        (p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "data").is_dir()),
+        ROOT.parent / "shared" / "data",
+    )
+)
 OPENB = DATA / "alibaba-gpu-v2023" / "csv"
 PHILLY = DATA / "pollux-philly-jobs" / "philly.csv"
 ITP = DATA / "itp-elasticflow"

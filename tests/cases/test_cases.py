@@ -65,11 +65,13 @@ def case_02(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
 
 def case_03(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
     bad = []
-    kind, msg = _reason(plan, "g")
+    _kind, msg = _reason(plan, "g")
     if _placed(plan, "g") != 0:
         bad.append("placed(g) = 0")
     elif "fragmentation" not in msg or "only 1 node" not in msg:
-        bad.append(f"reason names per-node fragmentation (only one node holds a 4-GPU pod): {msg!r}")
+        bad.append(
+            f"reason names per-node fragmentation (only one node holds a 4-GPU pod): {msg!r}"
+        )
     if _placed(plan, "p") != 1:
         bad.append("placed(p) = 1")
     return bad
@@ -85,7 +87,7 @@ def case_04(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
 
 
 def case_05a(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
-    kind, msg = _reason(plan, "g")
+    _kind, msg = _reason(plan, "g")
     if _placed(plan, "g") != 0:
         return ["placed(g) = 0"]
     if "one leaf" not in msg or "largest free leaf" not in msg:
@@ -107,7 +109,10 @@ def case_06(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
     pod = plan.pods_of("default/t")[0]
     bad = []
     nics = set(pod.nics)
-    if not {"R3", "R4", "R5", "R6", "R7", "R8", "R9"} <= nics or len(nics & {"R0", "R1", "R2"}) != 1:
+    if (
+        not {"R3", "R4", "R5", "R6", "R7", "R8", "R9"} <= nics
+        or len(nics & {"R0", "R1", "R2"}) != 1
+    ):
         bad.append(f"NICs R3..R9 and exactly one of R0, R1, R2 (got {sorted(nics)})")
     layout = s.layout_of(s.node_by_name["n"])
     for _numa, sw in layout.switches():
@@ -132,7 +137,7 @@ def case_07(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
 
 def case_08(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
     bad = []
-    kind, msg = _reason(plan, "big")
+    _kind, msg = _reason(plan, "big")
     if _placed(plan, "big") != 0:
         bad.append("placed(big) = 0")
     elif "queue q" not in msg or "max" not in msg:
@@ -165,7 +170,9 @@ def case_10(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
         bad.append("placed(g) = 1, on n2")
     for node in s.nodes:
         free = s.free(node.name)
-        if any(v < 0 for v in free.resources.values()) or any(v < 0 for v in free.gpu_milli.values()):
+        if any(v < 0 for v in free.resources.values()) or any(
+            v < 0 for v in free.gpu_milli.values()
+        ):
             bad.append(f"no free amount is negative ({node.name})")
     return bad
 

@@ -96,7 +96,9 @@ def tiny_instances(draw: st.DrawFn) -> dict[str, Any]:
             gang["min_member"] = draw(st.integers(1, size))
         topo = draw(st.sampled_from([None, "required", "preferred"]))
         if topo is not None:
-            gang["topology"] = {topo: draw(st.sampled_from(["leaf", "node"] + (["spine"] if two_levels else [])))}
+            gang["topology"] = {
+                topo: draw(st.sampled_from(["leaf", "node"] + (["spine"] if two_levels else [])))
+            }
         if any("rdma/hca" in r["requests"] for r in roles):
             gang["joint"] = "pcie"
         gangs.append(gang)
@@ -234,7 +236,15 @@ def exhaustive_best(s: Snapshot) -> Score:
                 break
             for (g, r, p), (gpus, share, nics) in zip(pods, devices, strict=True):
                 placements.append(
-                    PodPlacement(pod=p, gang=g.name, role=r.name, node=n, gpus=gpus, gpu_milli=share, nics=nics)
+                    PodPlacement(
+                        pod=p,
+                        gang=g.name,
+                        role=r.name,
+                        node=n,
+                        gpus=gpus,
+                        gpu_milli=share,
+                        nics=nics,
+                    )
                 )
         if not ok:
             continue
@@ -251,14 +261,18 @@ def exhaustive_best(s: Snapshot) -> Score:
 # --------------------------------------------------------------------------- tests
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(tiny_instances())
 def test_cpsat_equals_exhaustive_best_and_beats_baselines(data: dict[str, Any]) -> None:
     s, _ = load_instance(data)
     result = solve_cycle(s, config=DETERMINISTIC)
     assert verify(s, result.plan) == []
     best = exhaustive_best(s)
-    assert result.score == best, f"cpsat {result.score}\nbest  {best}\nstatus {result.status} {result.notes}"
+    assert result.score == best, (
+        f"cpsat {result.score}\nbest  {best}\nstatus {result.status} {result.notes}"
+    )
     for name in BASELINES:
         base = run_baseline(s, name)
         assert verify(s, base.plan) == [], name
@@ -271,14 +285,34 @@ def test_enumerator_finds_known_optimum_case_04() -> None:
     data = {
         "levels": [{"name": "leaf"}],
         "nodes": [
-            {"name": "x1", "domains": {"leaf": "l1"}, "allocatable": {"nvidia.com/gpu": 2, "cpu": 32}},
-            {"name": "x2", "domains": {"leaf": "l1"}, "allocatable": {"nvidia.com/gpu": 1, "cpu": 32}},
-            {"name": "x3", "domains": {"leaf": "l1"}, "allocatable": {"nvidia.com/gpu": 1, "cpu": 32}},
+            {
+                "name": "x1",
+                "domains": {"leaf": "l1"},
+                "allocatable": {"nvidia.com/gpu": 2, "cpu": 32},
+            },
+            {
+                "name": "x2",
+                "domains": {"leaf": "l1"},
+                "allocatable": {"nvidia.com/gpu": 1, "cpu": 32},
+            },
+            {
+                "name": "x3",
+                "domains": {"leaf": "l1"},
+                "allocatable": {"nvidia.com/gpu": 1, "cpu": 32},
+            },
         ],
         "queues": [{"name": "q"}],
         "gangs": [
-            {"name": "a", "queue": "q", "roles": [{"name": "w", "count": 2, "requests": {"nvidia.com/gpu": 1}}]},
-            {"name": "b", "queue": "q", "roles": [{"name": "m", "count": 1, "requests": {"nvidia.com/gpu": 2}}]},
+            {
+                "name": "a",
+                "queue": "q",
+                "roles": [{"name": "w", "count": 2, "requests": {"nvidia.com/gpu": 1}}],
+            },
+            {
+                "name": "b",
+                "queue": "q",
+                "roles": [{"name": "m", "count": 1, "requests": {"nvidia.com/gpu": 2}}],
+            },
         ],
     }
     s, _ = load_instance(data)
