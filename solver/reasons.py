@@ -50,9 +50,10 @@ def _describe_gang(snapshot: Snapshot, gang: Gang, pods: int) -> str:
     gpus = sum(r.requests.get(snapshot.gpu, 0) * r.count for r in gang.roles)
     shapes = ", ".join(f"{r.count} x {_describe_pod(snapshot, r)}" for r in gang.roles)
     models = f" {'/'.join(gang.gpu_models)}" if gang.gpu_models else ""
+    noun = "pod" if pods == 1 else "pods"
     if gpus >= GPU_MILLI:
-        return f"{pods} pods ({shapes}; {gpus / GPU_MILLI:g}{models} GPUs at full size)"
-    return f"{pods} pods ({shapes})"
+        return f"{pods} {noun} ({shapes}; {gpus / GPU_MILLI:g}{models} GPUs at full size)"
+    return f"{pods} {noun} ({shapes})"
 
 
 @dataclass
@@ -105,6 +106,8 @@ def _why_no_candidates(ctx: BaselineContext, gang: Gang, role: Role) -> str:
             counts["no declared PCIe layout for joint allocation"] += 1
         else:
             counts["no domain at its required level"] += 1
+    if not s.nodes:
+        return "the cluster has no nodes"
     parts = ", ".join(f"{n} by {why}" for why, n in counts.most_common())
     return f"no node can take role {role.name!r}: of {len(s.nodes)} nodes, {parts}"
 
@@ -312,7 +315,7 @@ def explain_pending(
                     kind="blocked", message=fit.message + " (running pods hold the rest)"
                 )
         if reason is None:
-            reason = _lost(ctx, gang, after)
+            reason = _lost(ctx, gang, after, capacity[False])
         out[gang.key] = reason
     return out
 
@@ -325,6 +328,8 @@ class _AfterPlan:
     queue_use: dict[str, Counter[str]]
     admitted: list[Gang]
     """admitted gangs, highest priority first, then by name"""
+    on_node: dict[str, set[str]]
+    """node -> keys of the gangs the plan puts pods on"""
 
 
 def _after_plan(ctx: BaselineContext, placed: list[PodPlacement]) -> _AfterPlan:
@@ -336,17 +341,19 @@ def _after_plan(ctx: BaselineContext, placed: list[PodPlacement]) -> _AfterPlan:
             use[pod.queue].update(pod.requests)
     taken = 0
     keys: set[str] = set()
+    on_node: dict[str, set[str]] = defaultdict(set)
     for p in placed:
         g = gangs[f"{p.namespace}/{p.gang}"]
         req = g.role(p.role).requests
         use[g.queue].update(req)
         taken += req.get(s.gpu, 0)
         keys.add(g.key)
+        on_node[p.node].add(g.key)
     admitted = sorted((gangs[k] for k in keys), key=lambda g: (-g.priority, g.name))
-    return _AfterPlan(taken, use, admitted)
+    return _AfterPlan(taken, use, admitted, dict(on_node))
 
 
-def _lost(ctx: BaselineContext, gang: Gang, after: _AfterPlan) -> PendingReason:
+def _lost(ctx: BaselineContext, gang: Gang, after: _AfterPlan, free: _Capacity) -> PendingReason:
     s = ctx.snapshot
     what = _describe_gang(s, gang, gang.min_size)
     queue = s.queue_by_name[gang.queue]
@@ -357,21 +364,38 @@ def _lost(ctx: BaselineContext, gang: Gang, after: _AfterPlan) -> PendingReason:
             if use.get(res, 0) + demand.get(res, 0) > cap:
                 return PendingReason(
                     kind="lost",
-                    message=f"lost: needs {what}; queue {queue.name} would exceed its max of "
+                    message=f"needs {what}; queue {queue.name} would exceed its max of "
                     f"{format_quantity(res, cap)} {res}: gangs placed this cycle bring its use "
                     f"to {format_quantity(res, use.get(res, 0))}",
                 )
-    higher = [g for g in after.admitted if g.priority > gang.priority]
+    # who took the nodes that could hold its pods (room for one at the cycle's start)?
+    gangs = s.gang_by_key
+    usable = {n for r in gang.roles for n in free.per_node(gang, r)}
+    takers = sorted(
+        (gangs[k] for k in {k for n in usable for k in after.on_node.get(n, ())} - {gang.key}),
+        key=lambda g: (-g.priority, g.name),
+    )
+
+    def names(gs: list[Gang]) -> str:
+        return ", ".join(g.name for g in gs[:3]) + (
+            f" and {len(gs) - 3} more" if len(gs) > 3 else ""
+        )
+
+    higher = [g for g in takers if g.priority > gang.priority]
     if higher:
-        names = ", ".join(g.name for g in higher[:3]) + (" ..." if len(higher) > 3 else "")
         return PendingReason(
             kind="lost",
-            message=f"lost: needs {what}; lower priority ({gang.priority}) than gangs placed "
-            f"this cycle ({names}) that took the room",
+            message=f"needs {what}; the nodes that could hold its pods went to gangs of higher "
+            f"priority than its {gang.priority}: {names(higher)}",
+        )
+    if takers:
+        return PendingReason(
+            kind="lost",
+            message=f"needs {what}; the nodes that could hold its pods went to {names(takers)} "
+            "(this cycle ranks priority, then fair share between queues, then GPUs placed)",
         )
     return PendingReason(
         kind="lost",
-        message=f"lost: needs {what}; it fits what running pods leave, but the "
-        f"{after.gpu_taken / GPU_MILLI:g} GPUs placed this cycle for other gangs (fair share, "
-        "then throughput) leave no room this cycle",
+        message=f"needs {what}; it fits what running pods leave, but this plan does not place it "
+        "(the placer's order, or the solver's time limit, left it out)",
     )

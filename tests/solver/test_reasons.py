@@ -147,7 +147,7 @@ def test_lost_to_higher_priority() -> None:
     assert "hi" not in reasons
     kind, msg = reasons["lo"]
     assert kind == "lost"
-    assert "lower priority" in msg and "hi" in msg
+    assert msg.endswith("went to gangs of higher priority than its 0: hi")
 
 
 def test_multi_role_gang_the_bound_cannot_decide_is_checked_exactly() -> None:
@@ -195,3 +195,43 @@ def test_a_cpu_bound_gang_is_told_cpu_not_gpu_fragmentation() -> None:
     kind, msg = reasons["g"]
     assert kind == "never_fits"
     assert "no node it may use has 100 cpu free for one w pod (the most any has: 64)" in msg
+
+
+def test_lost_names_who_took_its_nodes_not_any_higher_priority_gang() -> None:
+    # node a has 8 free GPUs, node b 4 (a running pod holds the other 4). 'hi' (priority 10,
+    # 4 GPUs) fills b; eq1 and eq2 (priority 0, 8 GPUs each) compete for a. The one left
+    # out lost node a to the other, not to 'hi', which took a node it could never use.
+    reasons = _solve(
+        {
+            "nodes": [_node("a", 8), _node("b", 8)],
+            "queues": [{"name": "q"}],
+            "running": [{"name": "r", "node": "b", "requests": {"nvidia.com/gpu": 4}}],
+            "gangs": [
+                {
+                    "name": "hi",
+                    "queue": "q",
+                    "priority": 10,
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 4}}],
+                },
+                {
+                    "name": "eq1",
+                    "queue": "q",
+                    "creation_time": 1,
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}],
+                },
+                {
+                    "name": "eq2",
+                    "queue": "q",
+                    "creation_time": 2,
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}],
+                },
+            ],
+        }
+    )
+    assert "hi" not in reasons
+    (loser,) = [g for g in ("eq1", "eq2") if g in reasons]
+    winner = "eq2" if loser == "eq1" else "eq1"
+    kind, msg = reasons[loser]
+    assert kind == "lost"
+    assert f"went to {winner} (this cycle ranks priority" in msg
+    assert "higher priority" not in msg
