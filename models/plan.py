@@ -92,6 +92,8 @@ class TierReport(_Frozen):
 class PlanSummary(_Frozen):
     """How the plan was found: placer, status, score entries, time and model size."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
+
     placer: str
     status: str
     tiers: tuple[TierReport, ...] = ()

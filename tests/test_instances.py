@@ -353,12 +353,13 @@ def test_package_data_globs_cover_instance_files() -> None:
     default and every case file (the editable install finds them anyway, so check the globs)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     tool = config["tool"]["setuptools"]
-    assert tool["package-dir"]["gangplan.instances"] == "instances"
-    assert "gangplan.instances" in tool["packages"]
-    globs = tool["package-data"]["gangplan.instances"]
-    # setuptools expands the globs like Path.glob: "*.yaml" does not reach into cases/
-    shipped = sorted({p for g in globs for p in INSTANCES.glob(g)})
-    assert shipped == INSTANCE_FILES
+    shipped: set[Path] = set()
+    for package in ("gangplan.instances", "gangplan.instances.cases"):
+        assert package in tool["packages"]
+        folder = ROOT / tool["package-dir"][package]
+        # setuptools expands the globs like Path.glob, inside the package's own folder
+        shipped |= {p for g in tool["package-data"][package] for p in folder.glob(g)}
+    assert sorted(p for p in shipped if p.suffix == ".yaml") == INSTANCE_FILES
 
 
 # --------------------------------------------------------------------------- docs
