@@ -95,7 +95,10 @@ def schema(output: Path | None) -> None:
     type=SECONDS,
     default=10.0,
     show_default=True,
-    help="CP-SAT budget in seconds (all tiers)",
+    help=(
+        "CP-SAT budget in seconds, all tiers; the baseline placers that seed it and the "
+        "pending reasons run on top (at 2,000+ nodes they add several seconds)"
+    ),
 )
 @click.option(
     "--workers",
@@ -183,9 +186,10 @@ def solve(
         if output is not None:
             click.echo(f"plan written to {output}")
     elif fmt == "bindings":
-        from gangplan.adapters.bindings import bindings_document
+        from gangplan.adapters.bindings import bindings_document, dump_bindings
 
-        click.echo(dump_data(bindings_document(snapshot, result.plan), "yaml"), nl=False)
+        # one YAML document per API body, in call order (kubectl and yaml tools read it)
+        click.echo(dump_bindings(bindings_document(snapshot, result.plan)), nl=False)
     else:
         click.echo(dump_data(plan_data(result.plan), fmt), nl=False)
 

@@ -155,9 +155,10 @@ def alibaba(
     json_out: Path | None,
     plot_out: Path | None,
 ) -> None:
-    """Replay the Alibaba openb trace with each placer over SEEDS seeds (issue 5's protocol:
-    pods in creation order, never leaving, then random pods of the list up to 130% of the
-    GPUs; the share of GPUs allocated at 100% and 130% arrived)."""
+    """Replay the Alibaba openb trace with each placer over SEEDS seeds (the FGD paper's
+    protocol as gangplan runs it: pods in creation order, never leaving, then random pods
+    of the list up to 130% of the GPUs; the share of GPUs allocated at 100% and 130%
+    arrived)."""
     if paper:
         order, node_order, quantize = "shuffle", "shuffle", True
     cfg = ReplayConfig(

@@ -46,7 +46,9 @@ class SolverConfig:
     seed: int = 0
     relative_gap: float = 0.0
     deterministic: bool = False
-    deterministic_time: float = 20.0
+    deterministic_time: float | None = None
+    """CP-SAT deterministic-time budget in deterministic mode (all tiers); None: the same
+    number as ``time_limit_s`` (CP-SAT's deterministic unit is roughly a second)."""
     reason_share: float = 0.1
     exact_limit: int = 6_000
     max_pairs: int = 40_000

@@ -292,7 +292,7 @@ def solve_model(
             solver,
             cfg,
             max(min(left, MIN_SLICE_S), left * share),
-            cfg.deterministic_time * share,
+            (cfg.deterministic_time or cfg.time_limit_s) * share,
         )
         model.maximize(expr)
         st = solver.solve(model)

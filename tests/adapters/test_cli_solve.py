@@ -34,7 +34,7 @@ def test_solve_json_has_one_outcome_per_gang() -> None:
 def test_bindings_are_core_v1_objects() -> None:
     r = CliRunner().invoke(main, ["solve", "--time-limit", "1", "--format", "bindings"])
     assert r.exit_code == 0, r.output
-    docs = yaml.safe_load(r.output)
+    docs = list(yaml.safe_load_all(r.output))
     kinds = {d["kind"] for d in docs}
     assert kinds <= {"Binding", "Pod"} and "Binding" in kinds
 
