@@ -111,7 +111,7 @@ def render_plan(snapshot: Snapshot, plan: Plan, console: Console) -> None:
         status = (
             "[green]admitted[/]"
             if o.admitted
-            else f"[yellow]{o.reason.kind if o.reason else 'pending'}[/]"
+            else f"[yellow]{o.reason.kind.replace('_', ' ') if o.reason else 'pending'}[/]"
         )
         table.add_row(
             g.name if g.namespace == "default" else g.key,
@@ -147,14 +147,22 @@ def render_plan(snapshot: Snapshot, plan: Plan, console: Console) -> None:
         f"gangs {spread}"
     )
     if s is not None:
-        thr = [t.gap for t in s.tiers if t.gap is not None and t.name.endswith(".gpu_milli")]
-        open_tiers = [
-            t.name for t in s.tiers if t.status not in ("optimal", "constant", "not optimised")
-        ]
-        gap = "-" if not thr else f"{max(thr):.2%}"
-        console.print(
-            f"placer {s.placer}; status {s.status}; throughput gap {gap}; "
-            f"tiers not proven optimal: {', '.join(open_tiers) or 'none'}; {s.wall_time_s:.2f} s"
-        )
+        if all(t.status == "not optimised" for t in s.tiers):
+            # a baseline placer: nothing was optimised, so nothing is proven either
+            console.print(
+                f"placer {s.placer} (a baseline: no optimisation, no bounds); "
+                f"status {s.status}; {s.wall_time_s:.2f} s"
+            )
+        else:
+            thr = [t.gap for t in s.tiers if t.gap is not None and t.name.endswith(".gpu_milli")]
+            open_tiers = [
+                t.name for t in s.tiers if t.status not in ("optimal", "constant", "not optimised")
+            ]
+            gap = "-" if not thr else f"{max(thr):.2%}"
+            console.print(
+                f"placer {s.placer}; status {s.status}; throughput gap {gap}; "
+                f"tiers not proven optimal: {', '.join(open_tiers) or 'none'}; "
+                f"{s.wall_time_s:.2f} s"
+            )
         for note in s.notes:
             console.print(f"note: {note}")

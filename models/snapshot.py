@@ -909,6 +909,11 @@ def _whole_units(res: dict[str, int], path: str, fractional_ok: set[str]) -> Ite
 def _derive(s: Snapshot) -> _Derived:
     """Free amounts per node and device, and the warnings for inconsistent input."""
     out = _Derived()
+    if not s.nodes and s.gangs:
+        out.warnings.append(
+            "the snapshot has no nodes: no gang can be placed (a Kubernetes dump without "
+            "`kubectl get nodes`?)"
+        )
     for level in s.levels:
         for node in s.nodes:
             if s.domain_name(node, level) is None:
