@@ -643,9 +643,9 @@ def _replay_section(result: BenchResult) -> list[str]:
             f"Our `fgd` at 130%: {100 * mean:.2f}%, against the published 95.39% "
             f"(FGD paper, 286 GPUs unallocated): {diff:+.2f} points"
             + (
-                " — more than a point: see the replay module's notes on the protocol's "
-                "differences (all 1,523 nodes rather than the 1,213 GPU nodes, creation "
-                "order rather than shuffled, first-fit ties)."
+                " — more than a point: the issue's protocol differs from the paper's (all "
+                "1,523 nodes rather than the 1,213 GPU nodes, creation order rather than "
+                "shuffled, first-fit ties); docs/replay.md measures each difference."
                 if abs(diff) > 1
                 else "."
             )
