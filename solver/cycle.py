@@ -167,7 +167,13 @@ def solve_cycle(
         status,
         started,
         previous=previous,
-        tiers=outcome.tiers if status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE) else (),
+        # the model's bounds hold whatever plan is returned; the values are the plan's own
+        tiers=outcome.tiers
+        if status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)
+        else tuple(
+            t.model_copy(update={"status": f"{t.status}; incumbent returned"})
+            for t in outcome.tiers
+        ),
         model_size=outcome.model_size,
         notes=notes,
         reason_budget=min(reason_budget, cfg.time_limit_s * cfg.reason_share),

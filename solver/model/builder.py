@@ -315,6 +315,8 @@ def solve_model(
         found = round(solver.objective_value)
         value = max(found, current) if current is not None else found
         bound = round(solver.best_objective_bound)
+        if term.upper is not None:
+            bound = min(bound, term.upper)  # a bound the term can never pass is a valid one
         optimal = st == cp_model.OPTIMAL and value == found
         all_optimal &= optimal
         gap = abs(bound - value) / max(1, abs(value + term.const), abs(bound + term.const))
