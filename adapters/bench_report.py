@@ -7,7 +7,7 @@ score's entries follow, and for CP-SAT the bound and gap of each entry.
 
 The report's summary gives CP-SAT's figures as ratios to the best baseline on the same
 instance (the baseline of best score; for "lower is better" metrics a ratio below 1 is
-CP-SAT's gain), and each target of issue 5, met or not.
+CP-SAT's gain), and each benchmark target (a goal for the solver), met or not.
 """
 
 from __future__ import annotations
@@ -496,7 +496,7 @@ def summary_table(result: BenchResult) -> list[str]:
 
 
 def _targets_section(result: BenchResult) -> list[str]:
-    out = ["## Targets (issue 5; goals for the solver, never test limits)", ""]
+    out = ["## Targets (goals for the solver, never test limits)", ""]
     for t in evaluate_targets(result):
         mark = "not measured" if t.met is None else ("**met**" if t.met else "**not met**")
         out.append(f"- {mark} — {t.text} {t.evidence}.")
