@@ -348,11 +348,11 @@ def _topology_fit_gang(
         if not order.headroom_ok_counts(gang, {role.name: 1}):
             return None
         best: tuple[int, str] | None = None
-        for members in state.classes(state.candidates(gang, role)):
+        for alike in state.classes(state.candidates(gang, role)):
             # interchangeable nodes have the same room; the smallest name breaks ties
-            room = state.pod_capacity(gang, role, members[0], _ROOM_LIMIT)
-            if room >= 1 and (best is None or (room, min(members)) < best):
-                best = (room, min(members))
+            room = state.pod_capacity(gang, role, alike[0], _ROOM_LIMIT)
+            if room >= 1 and (best is None or (room, min(alike)) < best):
+                best = (room, min(alike))
         if best is None:
             return None
         placed = state.place(gang, role, best[1], names[role.name][0])
