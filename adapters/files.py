@@ -177,13 +177,10 @@ def write_text_atomically(path: str | Path, text: str) -> None:
         raise InputError(str(p), [Problem("", f"cannot write: {err.strerror or err}")]) from None
 
 
-_write_atomically = write_text_atomically
-
-
 def write_snapshot(snapshot: Snapshot, path: str | Path) -> None:
     """Write ``snapshot`` as an instance file (YAML, or JSON by the ``.json`` suffix)."""
     p = Path(path)
-    _write_atomically(p, dump_data(instance_from_snapshot(snapshot), _format_for(p)))
+    write_text_atomically(p, dump_data(instance_from_snapshot(snapshot), _format_for(p)))
 
 
 def plan_data(plan: Plan) -> dict[str, Any]:
@@ -193,4 +190,4 @@ def plan_data(plan: Plan) -> dict[str, Any]:
 def write_plan(plan: Plan, path: str | Path) -> None:
     """Write ``plan`` (YAML, or JSON by the ``.json`` suffix)."""
     p = Path(path)
-    _write_atomically(p, dump_data(plan_data(plan), _format_for(p)))
+    write_text_atomically(p, dump_data(plan_data(plan), _format_for(p)))

@@ -21,7 +21,7 @@ import time
 from gangplan.models import Gang, Plan, PlanSummary, PodPlacement, Snapshot, TierReport
 from gangplan.solver.baselines import BASELINES, BaselineContext
 from gangplan.solver.fairness import fair_shares
-from gangplan.solver.reasons import explain_pending
+from gangplan.solver.reasons import ExactCheck, explain_pending
 from gangplan.solver.result import CycleResult, CycleStatus, SolverConfig, assemble_plan
 from gangplan.solver.score import Score, score
 from gangplan.solver.verify import verify
@@ -44,11 +44,11 @@ def _finish(
     model_size: dict[str, int] | None = None,
     notes: list[str] | None = None,
     reason_budget: float = 0.0,
-    exact_check: object = None,
+    exact_check: ExactCheck | None = None,
 ) -> tuple[Plan, Score]:
     placed = {f"{p.namespace}/{p.gang}" for p in pods}
     pending = [g for g in ctx.snapshot.gangs if g.key not in placed]
-    reasons = explain_pending(ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget)  # type: ignore[arg-type]
+    reasons = explain_pending(ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget)
     plan = assemble_plan(ctx.snapshot, pods, reasons)
     sc = score(ctx.snapshot, plan, previous, topology=ctx.topo, shares=ctx.shares)
     if tiers:

@@ -491,6 +491,3 @@ class ClusterState:
         ``remove``, and the trials of ``pod_capacity``); callers cache per-node values
         against it (e.g. the FGD placer's fragmentation)."""
         return self._version.get(node, 0)
-
-    def nodes_named(self, names: Iterable[str]) -> list[NodeState]:
-        return [self.nodes[n] for n in names]

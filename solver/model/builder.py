@@ -50,7 +50,6 @@ class ModelOutcome:
     tiers: tuple[TierReport, ...] = ()
     model_size: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    exact_check: object = None
 
 
 @dataclass

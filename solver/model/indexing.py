@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot
 from gangplan.solver.baselines import BaselineContext
@@ -131,8 +132,9 @@ class Index:
     state: ClusterState | None = None
     empty: bool = False
 
-    @property
+    @cached_property
     def node_index(self) -> dict[str, int]:
+        """node name -> index (built once; disaggregation looks it up per pod)."""
         return {n: i for i, n in enumerate(self.node_names)}
 
 
