@@ -3,6 +3,7 @@
 Pydantic v2, frozen, names not indices. Knows nothing of OR-Tools, networkx or Kubernetes.
 """
 
+from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key
 from gangplan.models.instance import (
     InstanceError,
     InstanceFile,
@@ -22,8 +23,6 @@ from gangplan.models.plan import (
 )
 from gangplan.models.quantity import QuantityError, ResourceList, format_quantity, parse_quantity
 from gangplan.models.snapshot import (
-    API_VERSION,
-    GPU_MILLI,
     DeviceLayout,
     Gang,
     JointPolicy,
@@ -83,6 +82,7 @@ __all__ = [
     "Toleration",
     "TopologyConstraint",
     "format_quantity",
+    "gang_key",
     "instance_from_snapshot",
     "load_instance",
     "parse_quantity",

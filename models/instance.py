@@ -30,13 +30,12 @@ from pydantic import (
     field_validator,
 )
 
+from gangplan.models.base import API_VERSION, Frozen, Name
 from gangplan.models.quantity import ResourceList
 from gangplan.models.snapshot import (
-    API_VERSION,
     DeviceLayout,
     Gang,
     Level,
-    Name,
     Node,
     Problem,
     Queue,
@@ -59,11 +58,7 @@ __all__ = [
 ]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SpreadRule(_Frozen):
+class SpreadRule(Frozen):
     """Puts node *i* of a pool into domain ``name.format(n=first + i // size)`` of ``level``."""
 
     level: Name
@@ -83,7 +78,7 @@ class SpreadRule(_Frozen):
         return v
 
 
-class NodePool(_Frozen):
+class NodePool(Frozen):
     """``count`` alike nodes: the shorthand that keeps a large cluster to a page."""
 
     name: str = Field(description="node name pattern with {index}, e.g. 'gpu-{index:03d}'")
@@ -118,7 +113,7 @@ class RunningEntry(RunningPod):
     replicas: PositiveInt = 1
 
 
-class InstanceFile(_Frozen):
+class InstanceFile(Frozen):
     """The instance file's schema (``kind: Instance``)."""
 
     api_version: Literal["gangplan.io/v1alpha1"] = Field("gangplan.io/v1alpha1", alias="apiVersion")

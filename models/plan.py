@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeInt
+
+from gangplan.models.base import Frozen, gang_key
 
 __all__ = [
     "GangOutcome",
@@ -25,11 +27,7 @@ __all__ = [
 PendingKind = Literal["never_fits", "blocked", "lost"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class PendingReason(_Frozen):
+class PendingReason(Frozen):
     """Why a gang stays pending, in one of DESIGN.md's three classes.
 
     ``never_fits``: not even on the empty cluster within its queue's max.
@@ -43,7 +41,7 @@ class PendingReason(_Frozen):
     message: str
 
 
-class GangOutcome(_Frozen):
+class GangOutcome(Frozen):
     """One gang's result: ``placed`` pods (0 when pending), per role, and a reason if pending."""
 
     gang: str
@@ -55,10 +53,11 @@ class GangOutcome(_Frozen):
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.gang}"
+        """The gang's key, ``namespace/gang`` (as :attr:`Gang.key <gangplan.models.Gang.key>`)."""
+        return gang_key(self.namespace, self.gang)
 
 
-class PodPlacement(_Frozen):
+class PodPlacement(Frozen):
     """One pod bound to ``node``, with the device ids it is given.
 
     ``gpus``: GPU device ids; each whole, or, when ``gpu_milli`` is set (< 1000), a share of
@@ -74,8 +73,14 @@ class PodPlacement(_Frozen):
     gpu_milli: NonNegativeInt | None = None
     nics: tuple[str, ...] = ()
 
+    @property
+    def gang_key(self) -> str:
+        """The key of the pod's gang, ``namespace/gang`` (as :attr:`Gang.key
+        <gangplan.models.Gang.key>`)."""
+        return gang_key(self.namespace, self.gang)
 
-class TierReport(_Frozen):
+
+class TierReport(Frozen):
     """One score entry as a placer optimised it: value, and (for CP-SAT) bound and gap.
 
     ``gap`` is |bound - value| / max(1, |bound|); ``status`` says whether this entry was
@@ -89,7 +94,7 @@ class TierReport(_Frozen):
     status: str = "not optimised"
 
 
-class PlanSummary(_Frozen):
+class PlanSummary(Frozen):
     """How the plan was found: placer, status, score entries, time and model size."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
@@ -102,7 +107,7 @@ class PlanSummary(_Frozen):
     notes: tuple[str, ...] = ()
 
 
-class Plan(_Frozen):
+class Plan(Frozen):
     """A placement for one snapshot (``kind: Plan`` in a file)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -121,8 +126,9 @@ class Plan(_Frozen):
         return None
 
     def pods_of(self, key: str) -> list[PodPlacement]:
-        return [p for p in self.pods if f"{p.namespace}/{p.gang}" == key]
+        """The placements of gang ``key`` (``namespace/name``), in plan order."""
+        return [p for p in self.pods if p.gang_key == key]
 
     def placed(self, name: str, namespace: str = "default") -> int:
         """Pods of gang ``namespace/name`` in the plan."""
-        return len(self.pods_of(f"{namespace}/{name}"))
+        return len(self.pods_of(gang_key(namespace, name)))

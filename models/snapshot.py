@@ -43,20 +43,16 @@ from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     NonNegativeInt,
     PositiveInt,
-    StringConstraints,
     model_validator,
 )
 
+from gangplan.models.base import GPU_MILLI, Frozen, K8sName, Name, gang_key
 from gangplan.models.quantity import CPU, MEMORY, ResourceList, format_quantity
 
 __all__ = [
-    "API_VERSION",
-    "GPU_MILLI",
     "DeviceLayout",
     "Gang",
     "JointPolicy",
@@ -79,31 +75,16 @@ __all__ = [
     "TopologyConstraint",
 ]
 
-API_VERSION = "gangplan.io/v1alpha1"
-GPU_MILLI = 1000
-"""Milli-GPU in one GPU device."""
-
-Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
-K8sName = Annotated[
-    str,
-    StringConstraints(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
-]
-"""A Kubernetes object name (RFC 1123 subdomain: lowercase letters, digits, '-' and '.',
-starting and ending with a letter or digit): nodes, namespaces, gangs, roles, pods."""
 Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 """A pod priority (core/v1: int32; PriorityClass values)."""
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 JointPolicy = Literal["none", "pcie", "numa"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 # --------------------------------------------------------------------------- scheduling terms
 
 
-class Taint(_Frozen):
+class Taint(Frozen):
     """A node taint (core/v1 ``Taint``). ``NoSchedule`` and ``NoExecute`` keep untolerating
     pods off the node; ``PreferNoSchedule`` is only a preference and is ignored here."""
 
@@ -112,7 +93,7 @@ class Taint(_Frozen):
     effect: TaintEffect
 
 
-class Toleration(_Frozen):
+class Toleration(Frozen):
     """A pod toleration (core/v1 ``Toleration``).
 
     Matching follows the Kubernetes API doc: an empty ``key`` with ``Exists`` tolerates
@@ -135,7 +116,7 @@ class Toleration(_Frozen):
         return self.operator == "Exists" or self.value == taint.value
 
 
-class NodeSelectorRequirement(_Frozen):
+class NodeSelectorRequirement(Frozen):
     """One ``matchExpressions`` entry of a required node affinity term (core/v1)."""
 
     key: Name
@@ -171,7 +152,7 @@ class NodeSelectorRequirement(_Frozen):
         return value > bound if self.operator == "Gt" else value < bound
 
 
-class NodeSelectorTerm(_Frozen):
+class NodeSelectorTerm(Frozen):
     """A required node affinity term: all its expressions must hold (AND)."""
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = Field(min_length=1)
@@ -180,7 +161,7 @@ class NodeSelectorTerm(_Frozen):
         return all(req.matches(labels) for req in self.match_expressions)
 
 
-class TopologyConstraint(_Frozen):
+class TopologyConstraint(Frozen):
     """Where a gang's (or role's) pods may go in the topology tree.
 
     ``required``: all pods inside one domain of this level (Kueue
@@ -196,7 +177,7 @@ class TopologyConstraint(_Frozen):
 # --------------------------------------------------------------------------- devices
 
 
-class PcieSwitch(_Frozen):
+class PcieSwitch(Frozen):
     """A PCIe switch and the GPU and RDMA NIC device ids under it (device-plugin ids)."""
 
     name: Name
@@ -204,14 +185,14 @@ class PcieSwitch(_Frozen):
     nics: tuple[Name, ...] = ()
 
 
-class NumaNode(_Frozen):
+class NumaNode(Frozen):
     """A NUMA node and its PCIe switches."""
 
     name: Name
     pcie_switches: tuple[PcieSwitch, ...] = ()
 
 
-class DeviceLayout(_Frozen):
+class DeviceLayout(Frozen):
     """The inside of a node: NUMA nodes > PCIe switches > GPUs / RDMA NICs.
 
     Declared once under ``Snapshot.device_layouts`` and named by many nodes
@@ -250,7 +231,7 @@ class DeviceLayout(_Frozen):
 # --------------------------------------------------------------------------- cluster objects
 
 
-class ResourceNames(_Frozen):
+class ResourceNames(Frozen):
     """Which resource names mean GPUs and RDMA NICs in this snapshot.
 
     ``gpu`` is the GPU resource (milli-GPU inside); ``gpu_model_resources`` maps
@@ -284,7 +265,7 @@ class ResourceNames(_Frozen):
         return self
 
 
-class Level(_Frozen):
+class Level(Frozen):
     """A topology level (top to bottom in ``Snapshot.levels``), e.g. block > spine > leaf.
 
     A node's domain at this level comes from ``Node.domains[name]`` when given (explicit
@@ -296,7 +277,7 @@ class Level(_Frozen):
     node_label: Name | None = None
 
 
-class Node(_Frozen):
+class Node(Frozen):
     """A cluster node.
 
     ``allocatable`` in base units; ``gpu_model`` e.g. ``H100`` or ``V100M32``; the device
@@ -329,7 +310,7 @@ class Node(_Frozen):
         return self.device_layout is not None or self.devices is not None
 
 
-class Queue(_Frozen):
+class Queue(Frozen):
     """A tenant queue (Volcano Queue, Kueue ClusterQueue, ElasticQuota).
 
     ``weight`` >= 0; 0 means served last, after every queue of positive weight (Kueue).
@@ -348,7 +329,7 @@ class Queue(_Frozen):
         return round(self.weight * 1000)
 
 
-class Role(_Frozen):
+class Role(Frozen):
     """Identical pods of one gang, e.g. the 8 workers of a training job.
 
     ``requests`` per pod, in base units. ``min_member`` defaults to ``count`` when the gang
@@ -387,7 +368,7 @@ class Role(_Frozen):
         )
 
 
-class Gang(_Frozen):
+class Gang(Frozen):
     """Pods placed all together or not at all (PodGroup).
 
     ``min_member`` (default: the full size) makes the gang elastic when below the full
@@ -409,8 +390,8 @@ class Gang(_Frozen):
 
     @property
     def key(self) -> str:
-        """``namespace/name``, unique in a snapshot."""
-        return f"{self.namespace}/{self.name}"
+        """``namespace/name``, unique in a snapshot (:func:`~gangplan.models.base.gang_key`)."""
+        return gang_key(self.namespace, self.name)
 
     @property
     def size(self) -> int:
@@ -439,7 +420,7 @@ class Gang(_Frozen):
         raise KeyError(f"gang {self.key}: no role {name!r}")
 
 
-class RunningPod(_Frozen):
+class RunningPod(Frozen):
     """A pod already bound to ``node``; fixed in this release (never moved or evicted).
 
     ``devices``: the GPU and NIC ids it holds (device-plugin ids). When it requests GPUs
@@ -456,6 +437,11 @@ class RunningPod(_Frozen):
     node: Name
     requests: ResourceList = Field(default_factory=dict)
     devices: tuple[Name, ...] = ()
+
+    @property
+    def gang_key(self) -> str | None:
+        """The key of its gang, ``namespace/gang``, or None when it belongs to no gang."""
+        return None if self.gang is None else gang_key(self.namespace, self.gang)
 
 
 # --------------------------------------------------------------------------- the snapshot
@@ -533,7 +519,7 @@ class _Derived:
     warnings: list[str] = field(default_factory=list)
 
 
-class Snapshot(_Frozen):
+class Snapshot(Frozen):
     """Everything one scheduling cycle sees.
 
     Raises (on construction) :class:`pydantic.ValidationError` for malformed fields and for

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gangplan.adapters.files import load_snapshot
-from gangplan.models import GPU_MILLI, Plan, Snapshot
+from gangplan.models import GPU_MILLI, Plan, Snapshot, gang_key
 from gangplan.solver.cycle import run_baseline, solve_cycle
 from gangplan.solver.result import SolverConfig
 from gangplan.solver.verify import verify
@@ -30,11 +30,11 @@ def _placed(plan: Plan, gang: str) -> int:
 
 
 def _nodes(plan: Plan, gang: str) -> list[str]:
-    return [p.node for p in plan.pods_of(f"default/{gang}")]
+    return [p.node for p in plan.pods_of(gang_key("default", gang))]
 
 
 def _reason(plan: Plan, gang: str) -> tuple[str, str]:
-    o = plan.outcome(f"default/{gang}")
+    o = plan.outcome(gang_key("default", gang))
     assert o is not None
     return (o.reason.kind, o.reason.message) if o.reason else ("", "")
 
@@ -128,7 +128,7 @@ def case_07(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
     if _placed(plan, "jb") + _placed(plan, "jc") != 1:
         bad.append("placed(jb) + placed(jc) = 1")
     gpus = sum(
-        s.gang_by_key[f"default/{p.gang}"].role(p.role).requests.get(s.gpu, 0) for p in plan.pods
+        s.gang_by_key[p.gang_key].role(p.role).requests.get(s.gpu, 0) for p in plan.pods
     )
     if gpus != 2 * GPU_MILLI:
         bad.append(f"2 GPUs are in use after the cycle (got {gpus / GPU_MILLI})")
@@ -147,7 +147,7 @@ def case_08(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
         if pod.queue == "q":
             use.update(pod.requests)
     for p in plan.pods:
-        g = s.gang_by_key[f"default/{p.gang}"]
+        g = s.gang_by_key[p.gang_key]
         if g.queue == "q":
             use.update(g.role(p.role).requests)
     cap = s.queue_by_name["q"].max

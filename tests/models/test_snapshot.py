@@ -9,9 +9,13 @@ import pytest
 
 from gangplan.models import (
     Gang,
+    GangOutcome,
     Node,
     NodeSelectorRequirement,
+    Plan,
+    PodPlacement,
     Role,
+    RunningPod,
     Taint,
     Toleration,
     load_instance,
@@ -374,3 +378,20 @@ def test_role_admits_checks_selector_affinity_and_taints() -> None:
     assert not Role(name="w", count=1).admits(node)  # the NoSchedule taint
     affinity = ({"match_expressions": [{"key": "zone", "operator": "NotIn", "values": ["z1"]}]},)
     assert not Role(name="w", count=1, node_affinity=affinity, tolerations=tol).admits(node)
+
+
+# --------------------------------------------------------------------------- the gang key
+
+
+def test_the_gang_key_is_namespace_slash_name_everywhere() -> None:
+    # one key, "namespace/gang", whichever object names the gang
+    gang = Gang(name="g", namespace="ns", queue="q", roles=(Role(name="w", count=1),))
+    placement = PodPlacement(pod="g-w-0", gang="g", namespace="ns", role="w", node="n")
+    outcome = GangOutcome(gang="g", namespace="ns", admitted=True, placed=1)
+    running = RunningPod(name="r", namespace="ns", gang="g", node="n")
+    assert gang.key == placement.gang_key == outcome.key == running.gang_key == "ns/g"
+    assert RunningPod(name="r", node="n").gang_key is None  # no gang
+    plan = Plan(gangs=(outcome,), pods=(placement,))
+    assert plan.pods_of("ns/g") == [placement]
+    assert plan.placed("g", namespace="ns") == 1
+    assert plan.placed("g") == 0  # default/g is another gang
