@@ -4,6 +4,8 @@ Pydantic v2, frozen, names not indices. Knows nothing of OR-Tools, networkx or K
 """
 
 from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key
+from gangplan.models.checks import Problem, SnapshotError
+from gangplan.models.free import NodeFree
 from gangplan.models.instance import (
     InstanceError,
     InstanceFile,
@@ -28,18 +30,15 @@ from gangplan.models.snapshot import (
     JointPolicy,
     Level,
     Node,
-    NodeFree,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     NumaNode,
     PcieSwitch,
-    Problem,
     Queue,
     ResourceNames,
     Role,
     RunningPod,
     Snapshot,
-    SnapshotError,
     Taint,
     Toleration,
     TopologyConstraint,

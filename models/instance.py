@@ -31,18 +31,17 @@ from pydantic import (
 )
 
 from gangplan.models.base import API_VERSION, Frozen, Name
+from gangplan.models.checks import Problem, SnapshotError
 from gangplan.models.quantity import ResourceList
 from gangplan.models.snapshot import (
     DeviceLayout,
     Gang,
     Level,
     Node,
-    Problem,
     Queue,
     ResourceNames,
     RunningPod,
     Snapshot,
-    SnapshotError,
     Taint,
 )
 

@@ -1,5 +1,8 @@
-"""The snapshot a scheduling cycle works from: nodes and their devices, topology levels,
-queues, pending gangs and running pods.
+"""The snapshot's types: what a scheduling cycle works from — nodes and their devices,
+topology levels, queues, pending gangs and running pods.
+
+The cross-checks a snapshot runs when it is built live in :mod:`gangplan.models.checks`; what
+running pods leave free on each node is derived in :mod:`gangplan.models.free`.
 
 Everything is a frozen pydantic v2 model; objects refer to each other by name, never by
 index. Resource amounts are integers in base units (:mod:`gangplan.models.quantity`:
@@ -36,9 +39,8 @@ resource the node does not advertise, a node without a label of some level) are 
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -50,7 +52,9 @@ from pydantic import (
 )
 
 from gangplan.models.base import GPU_MILLI, Frozen, K8sName, Name, gang_key
-from gangplan.models.quantity import CPU, MEMORY, ResourceList, format_quantity
+from gangplan.models.checks import Problem, SnapshotError, snapshot_problems
+from gangplan.models.free import FreeCapacity, NodeFree, derive_free
+from gangplan.models.quantity import CPU, MEMORY, ResourceList
 
 __all__ = [
     "DeviceLayout",
@@ -58,18 +62,15 @@ __all__ = [
     "JointPolicy",
     "Level",
     "Node",
-    "NodeFree",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "NumaNode",
     "PcieSwitch",
-    "Problem",
     "Queue",
     "ResourceNames",
     "Role",
     "RunningPod",
     "Snapshot",
-    "SnapshotError",
     "Taint",
     "Toleration",
     "TopologyConstraint",
@@ -474,51 +475,6 @@ def _map_gang_gpus(gang: dict[str, Any], mapping: dict[str, str], gpu: str) -> d
     return {**gang, "roles": out_roles, "gpu_models": sorted(used)}
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with an input: where (``gangs[3].roles[0].count``), what is wrong,
-    and what is accepted."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
-
-
-class SnapshotError(ValueError):
-    """The snapshot's objects disagree (a reference to nothing, a duplicate name, ...)."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("; ".join(str(p) for p in problems))
-
-
-@dataclass
-class NodeFree:
-    """What running pods leave on a node (clamped at zero; see :meth:`Snapshot.free`).
-
-    ``resources`` in base units; ``gpu_milli`` per GPU device id (0..1000);
-    ``nics`` the free NIC ids.
-    """
-
-    resources: dict[str, int]
-    gpu_milli: dict[str, int]
-    nics: frozenset[str]
-    running_gpu_milli: int = 0
-
-    @property
-    def whole_gpus(self) -> tuple[str, ...]:
-        """Devices with all 1000 milli-GPU free (what a whole-GPU pod can take)."""
-        return tuple(d for d, m in self.gpu_milli.items() if m == GPU_MILLI)
-
-
-@dataclass
-class _Derived:
-    free: dict[str, NodeFree] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-
-
 class Snapshot(Frozen):
     """Everything one scheduling cycle sees.
 
@@ -636,8 +592,8 @@ class Snapshot(Frozen):
     # ------------------------------------------------------------------ derived state
 
     @cached_property
-    def _derived(self) -> _Derived:
-        return _derive(self)
+    def _derived(self) -> FreeCapacity:
+        return derive_free(self)
 
     def free(self, node: str) -> NodeFree:
         """What running pods leave on ``node``, clamped at zero (never negative)."""
@@ -661,336 +617,4 @@ class Snapshot(Frozen):
 
     def problems(self) -> list[Problem]:
         """Every cross-reference problem at once (see the class docstring)."""
-        return list(_problems(self))
-
-
-def _listing(names: list[str], limit: int = 8) -> str:
-    """``'a', 'b', 'c'``, or the first ``limit`` of them and how many there are."""
-    if not names:
-        return "none"
-    shown = ", ".join(repr(n) for n in names[:limit])
-    return shown if len(names) <= limit else f"{shown}, ... ({len(names)} in all)"
-
-
-def _dups(names: list[str]) -> set[str]:
-    return {n for n, c in Counter(names).items() if c > 1}
-
-
-def _problems(s: Snapshot) -> Iterator[Problem]:
-    level_names = [lv.name for lv in s.levels]
-    for i, name in enumerate(level_names):
-        if name == "node":
-            yield Problem(f"levels[{i}].name", "'node' is the implicit lowest level; rename it")
-        elif name in _dups(level_names):
-            yield Problem(f"levels[{i}].name", f"duplicate level name {name!r}")
-    known_levels = {*level_names, "node"}
-    accepted_levels = ", ".join(repr(n) for n in [*level_names, "node"])
-
-    for name, layout in s.device_layouts.items():
-        yield from _layout_problems(layout, f"device_layouts.{name}")
-
-    node_names = [n.name for n in s.nodes]
-    dup_nodes = _dups(node_names)
-    layouts = ", ".join(repr(k) for k in s.device_layouts) or "none declared"
-    fractional_ok = {s.gpu}
-    for i, node in enumerate(s.nodes):
-        path = f"nodes[{i}]"
-        if node.name in dup_nodes:
-            yield Problem(f"{path}.name", f"duplicate node name {node.name!r}")
-        for level in node.domains:
-            if level not in level_names:
-                yield Problem(
-                    f"{path}.domains.{level}",
-                    f"unknown level {level!r} (accepted: {', '.join(map(repr, level_names))})",
-                )
-        if node.device_layout is not None and node.device_layout not in s.device_layouts:
-            yield Problem(
-                f"{path}.device_layout",
-                f"unknown device layout {node.device_layout!r} (declared: {layouts})",
-            )
-            continue
-        if node.devices is not None:
-            yield from _layout_problems(node.devices, f"{path}.devices")
-        yield from _whole_units(node.allocatable, f"{path}.allocatable", fractional_ok=set())
-        if node.has_device_topology:
-            layout = s.layout_of(node)
-            for res, ids, what in (
-                (s.gpu, layout.gpu_ids, "GPUs"),
-                (s.nic, layout.nic_ids, "NICs"),
-            ):
-                have = node.allocatable.get(res, 0)
-                if have != GPU_MILLI * len(ids):
-                    yield Problem(
-                        f"{path}.allocatable.{res}",
-                        f"node {node.name!r}: device layout has {len(ids)} {what} but "
-                        f"allocatable {res} is {format_quantity(res, have)} (they must agree)",
-                    )
-
-    queue_names = [q.name for q in s.queues]
-    dup_queues = _dups(queue_names)
-    for i, q in enumerate(s.queues):
-        if q.name in dup_queues:
-            yield Problem(f"queues[{i}].name", f"duplicate queue name {q.name!r}")
-        yield from _whole_units(q.guaranteed, f"queues[{i}].guaranteed", fractional_ok)
-        yield from _whole_units(q.max, f"queues[{i}].max", fractional_ok)
-    queues = ", ".join(repr(q) for q in queue_names) or "none declared"
-
-    keys = [g.key for g in s.gangs]
-    dup_keys = _dups(keys)
-    for i, gang in enumerate(s.gangs):
-        path = f"gangs[{i}]"
-        if gang.key in dup_keys:
-            yield Problem(f"{path}.name", f"duplicate gang {gang.key!r}")
-        if gang.queue not in s.queue_by_name:
-            yield Problem(f"{path}.queue", f"unknown queue {gang.queue!r} (declared: {queues})")
-        constraints = [(f"{path}.topology", gang.topology)] + [
-            (f"{path}.roles[{j}].topology", r.topology) for j, r in enumerate(gang.roles)
-        ]
-        for where, tc in constraints:
-            if tc is None:
-                continue
-            for kind in ("required", "preferred"):
-                lv = getattr(tc, kind)
-                if lv is not None and lv not in known_levels:
-                    yield Problem(
-                        f"{where}.{kind}", f"unknown level {lv!r} (accepted: {accepted_levels})"
-                    )
-        if gang.min_member is not None and gang.min_member > gang.size:
-            yield Problem(
-                f"{path}.min_member",
-                f"gang {gang.name!r}: min_member {gang.min_member} exceeds the full size "
-                f"{gang.size} (accepted: 1..{gang.size})",
-            )
-        role_names = [r.name for r in gang.roles]
-        for j, role in enumerate(gang.roles):
-            if role.name in _dups(role_names):
-                yield Problem(f"{path}.roles[{j}].name", f"duplicate role name {role.name!r}")
-            if role.min_member is not None and role.min_member > role.count:
-                yield Problem(
-                    f"{path}.roles[{j}].min_member",
-                    f"role {role.name!r}: min_member {role.min_member} exceeds count "
-                    f"{role.count} (accepted: 0..{role.count})",
-                )
-            if role.pod_names is not None and len(role.pod_names) != role.count:
-                yield Problem(
-                    f"{path}.roles[{j}].pod_names",
-                    f"{len(role.pod_names)} pod names for count {role.count} (they must agree)",
-                )
-            rpath = f"{path}.roles[{j}].requests"
-            yield from _whole_units(role.requests, rpath, fractional_ok)
-            g = role.requests.get(s.gpu, 0)
-            if g > GPU_MILLI and g % GPU_MILLI:
-                yield Problem(
-                    f"{rpath}.{s.gpu}",
-                    f"{format_quantity(s.gpu, g)} GPUs: a pod asks a share of one GPU "
-                    "(below 1) or whole GPUs, not both",
-                )
-            if role.requests.get(s.nic, 0) and gang.joint != "none" and g < GPU_MILLI:
-                yield Problem(
-                    f"{path}.joint",
-                    f"joint allocation {gang.joint!r} needs whole GPUs in role {role.name!r}",
-                )
-
-    # pod names: unique per namespace, pending and running alike (they become Bindings)
-    seen_pods: dict[tuple[str, str], str] = {}
-    for i, pod in enumerate(s.running):
-        seen_pods.setdefault((pod.namespace, pod.name), f"running[{i}]")
-    for i, gang in enumerate(s.gangs):
-        if gang.key in dup_keys:
-            continue  # reported as a duplicate gang already
-        for j, role in enumerate(gang.roles):
-            if role.name in _dups([r.name for r in gang.roles]):
-                continue  # reported as a duplicate role already
-            where = f"gangs[{i}].roles[{j}]." + ("pod_names" if role.pod_names else "name")
-            for k in range(role.count):
-                name = role.pod_name(gang.name, k)
-                first = seen_pods.setdefault((gang.namespace, name), where)
-                if first != where:
-                    yield Problem(
-                        where,
-                        f"pod name {gang.namespace}/{name} is also used by {first} (pod names "
-                        "must be unique in a namespace; pods without pod_names are named "
-                        "{gang}-{role}-{i})",
-                    )
-    mapping = s.resources.gpu_model_resources
-    if mapping:
-        for i, gang in enumerate(s.gangs):
-            for j, role in enumerate(gang.roles):
-                for res in role.requests:
-                    if res in mapping:
-                        yield Problem(
-                            f"gangs[{i}].roles[{j}].requests.{res}",
-                            f"{res} (GPU model {mapping[res]}) cannot be mixed with other GPU "
-                            "requests or models in one gang, nor with a gpu_models list that "
-                            f"excludes {mapping[res]} (accepted: every GPU role of the gang asks "
-                            "the same model-specific resource, or all ask the GPU resource with "
-                            "gpu_models)",
-                        )
-
-    pod_keys = [f"{p.namespace}/{p.name}" for p in s.running]
-    dup_pods = _dups(pod_keys)
-    used_whole: dict[tuple[str, str], str] = {}
-    for i, pod in enumerate(s.running):
-        path = f"running[{i}]"
-        if f"{pod.namespace}/{pod.name}" in dup_pods:
-            yield Problem(f"{path}.name", f"duplicate running pod {pod.name!r}")
-        if pod.queue is not None and pod.queue not in s.queue_by_name:
-            yield Problem(f"{path}.queue", f"unknown queue {pod.queue!r} (declared: {queues})")
-        host = s.node_by_name.get(pod.node)
-        if host is None:
-            yield Problem(
-                f"{path}.node", f"unknown node {pod.node!r} (declared: {_listing(node_names)})"
-            )
-            continue
-        yield from _whole_units(pod.requests, f"{path}.requests", fractional_ok)
-        if host.device_layout is not None and host.device_layout not in s.device_layouts:
-            continue
-        layout = s.layout_of(host)
-        gpu_ids, nic_ids = set(layout.gpu_ids), set(layout.nic_ids)
-        whole = pod.requests.get(s.gpu, 0) >= GPU_MILLI
-        for dev in pod.devices:
-            if dev not in gpu_ids and dev not in nic_ids:
-                yield Problem(
-                    f"{path}.devices",
-                    f"device {dev!r} does not exist on node {host.name!r} (its devices: "
-                    f"{_listing([*layout.gpu_ids, *layout.nic_ids])})",
-                )
-            elif dev in nic_ids or whole:
-                owner = used_whole.get((host.name, dev))
-                if owner is not None:
-                    yield Problem(
-                        f"{path}.devices",
-                        f"device {dev!r} on node {host.name!r} is already held by {owner!r}",
-                    )
-                used_whole[(host.name, dev)] = pod.name
-
-
-def _layout_problems(layout: DeviceLayout, path: str) -> Iterator[Problem]:
-    ids = [*layout.gpu_ids, *layout.nic_ids]
-    for dev in sorted(_dups(ids)):
-        yield Problem(path, f"device id {dev!r} used twice")
-    switches = [sw.name for _, sw in layout.switches()]
-    for sw in sorted(_dups(switches)):
-        yield Problem(path, f"PCIe switch name {sw!r} used twice")
-    numas = [n.name for n in layout.numa_nodes]
-    for n in sorted(_dups(numas)):
-        yield Problem(path, f"NUMA node name {n!r} used twice")
-
-
-def _whole_units(res: dict[str, int], path: str, fractional_ok: set[str]) -> Iterator[Problem]:
-    for name, amount in res.items():
-        if name in (CPU, MEMORY) or name in fractional_ok:
-            continue
-        if amount % GPU_MILLI and not name.startswith("hugepages-") and name != "ephemeral-storage":
-            yield Problem(
-                f"{path}.{name}",
-                f"{format_quantity(name, amount)} is not a whole number; extended resources "
-                "are counted in whole units (only the GPU resource takes a share such as 500m)",
-            )
-
-
-# --------------------------------------------------------------------------- free amounts
-
-
-def _derive(s: Snapshot) -> _Derived:
-    """Free amounts per node and device, and the warnings for inconsistent input."""
-    out = _Derived()
-    if not s.nodes and s.gangs:
-        out.warnings.append(
-            "the snapshot has no nodes: no gang can be placed (a Kubernetes dump without "
-            "`kubectl get nodes`?)"
-        )
-    for level in s.levels:
-        for node in s.nodes:
-            if s.domain_name(node, level) is None:
-                how = f"label {level.node_label!r}" if level.node_label else "explicit membership"
-                out.warnings.append(
-                    f"node {node.name!r} has no {how} for level {level.name!r}: "
-                    f"it joins no {level.name} domain"
-                )
-    for node in s.nodes:
-        layout = s.layout_of(node)
-        held: Counter[str] = Counter()
-        gpu_milli = {g: GPU_MILLI for g in layout.gpu_ids}
-        nics_free = list(layout.nic_ids)
-        running_gpu = 0
-        pods = s.running_on(node.name)
-        for pod in pods:
-            held.update(pod.requests)
-        for res, amount in sorted(held.items()):
-            have = node.allocatable.get(res)
-            if have is None:
-                out.warnings.append(
-                    f"node {node.name!r}: running pods request {format_quantity(res, amount)} "
-                    f"{res}, which the node does not advertise"
-                )
-            elif amount > have:
-                out.warnings.append(
-                    f"node {node.name!r}: running pods hold {format_quantity(res, amount)} "
-                    f"{res} but the node reports {format_quantity(res, have)}; free clamped at 0"
-                )
-        # NICs: every named one first, then the lowest-listed free ones for pods that ask
-        # more than they name (as for GPUs below)
-        nic_ids = set(layout.nic_ids)
-        for pod in pods:
-            for d in pod.devices:
-                if d in nics_free:
-                    nics_free.remove(d)
-        for pod in sorted(pods, key=lambda p: p.name):
-            want_nics = pod.requests.get(s.nic, 0) // GPU_MILLI
-            named_nics = sum(1 for d in pod.devices if d in nic_ids)
-            if want_nics > named_nics:
-                given = nics_free[: want_nics - named_nics]
-                del nics_free[: len(given)]
-                if named_nics + len(given) < want_nics:
-                    out.warnings.append(
-                        f"node {node.name!r}: running pod {pod.name!r} holds {want_nics} NICs but "
-                        f"only {named_nics + len(given)} NIC devices are left for it"
-                    )
-        # GPUs: pods naming theirs first, then the lowest-listed free ones for pods naming none
-        for pod in sorted(pods, key=lambda p: (not any(d in gpu_milli for d in p.devices), p.name)):
-            want = pod.requests.get(s.gpu, 0)
-            running_gpu += want
-            named = [d for d in pod.devices if d in gpu_milli]
-            if want <= 0:
-                continue
-            if want < GPU_MILLI:
-                candidates = named or sorted(
-                    (d for d in gpu_milli if gpu_milli[d] >= want),
-                    key=lambda d: (gpu_milli[d] == GPU_MILLI, layout.gpu_ids.index(d)),
-                )
-                if candidates:
-                    dev = candidates[0]
-                    gpu_milli[dev] -= want
-                    if gpu_milli[dev] < 0:
-                        out.warnings.append(
-                            f"node {node.name!r}: GPU {dev!r} is shared beyond 1000 milli-GPU; "
-                            "free clamped at 0"
-                        )
-                        gpu_milli[dev] = 0
-                else:
-                    out.warnings.append(
-                        f"node {node.name!r}: running pod {pod.name!r} holds a GPU share but no "
-                        f"GPU of the node has {want} milli free"
-                    )
-                continue
-            need = want // GPU_MILLI
-            taken = named[:need]
-            if len(taken) < need:
-                spare = [d for d in layout.gpu_ids if gpu_milli[d] == GPU_MILLI and d not in taken]
-                taken += spare[: need - len(taken)]
-            for d in taken:
-                gpu_milli[d] = 0
-            if len(taken) < need:
-                out.warnings.append(
-                    f"node {node.name!r}: running pod {pod.name!r} holds {need} GPUs but only "
-                    f"{len(taken)} GPU devices are left for it (a GPU was lost?)"
-                )
-        free = {res: max(0, amount - held.get(res, 0)) for res, amount in node.allocatable.items()}
-        out.free[node.name] = NodeFree(
-            resources=free,
-            gpu_milli=gpu_milli,
-            nics=frozenset(nics_free),
-            running_gpu_milli=running_gpu,
-        )
-    return out
+        return list(snapshot_problems(self))

@@ -1,0 +1,192 @@
+"""Free capacity: what running pods leave on each node, per resource and per device.
+
+Both judges of a plan trust this derivation — the verifier (``solver/verify.py``) and the
+cluster state the CP-SAT model and the baselines start from (``solver/state.py``) count every
+placement against :class:`NodeFree` — so a mistake here is invisible to both;
+``tests/models/test_free.py`` checks it against amounts worked out by hand.
+
+The rules, per node (``docs/design.md``: node capacity is counted against each node's free
+amount, allocatable minus running pods, clamped at zero):
+
+* **resources**: allocatable minus the sum of the running pods' requests, clamped at 0; a
+  running pod holding more than the node reports, or a resource the node does not advertise,
+  is a warning, never an error (real clusters have both: a GPU lost after the pods started).
+* **NICs** (whole devices): every NIC a running pod names is taken; then, in pod-name order,
+  a pod that asks more NICs than it names gets the lowest-listed free ones.
+* **GPUs**: pods naming a GPU go first, then the rest, each group in pod-name order. A whole-GPU
+  pod takes the GPUs it names, then the lowest-listed wholly free ones. A share (below 1000
+  milli-GPU) goes to the GPU it names, else to the partly used GPU listed lowest that has room,
+  else to the lowest-listed whole GPU; a device shared beyond 1000 milli is clamped at 0
+  with a warning. A pod left short of devices (a GPU or NIC lost) is a warning too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gangplan.models.base import GPU_MILLI
+from gangplan.models.quantity import format_quantity
+
+if TYPE_CHECKING:
+    from gangplan.models.snapshot import DeviceLayout, Node, RunningPod, Snapshot
+
+__all__ = ["FreeCapacity", "NodeFree", "derive_free"]
+
+
+@dataclass
+class NodeFree:
+    """What running pods leave on a node (clamped at zero; see :meth:`Snapshot.free
+    <gangplan.models.Snapshot.free>`).
+
+    ``resources`` in base units; ``gpu_milli`` per GPU device id (0..1000);
+    ``nics`` the free NIC ids; ``running_gpu_milli`` what running pods request of the GPU
+    resource (milli-GPU, unclamped).
+    """
+
+    resources: dict[str, int]
+    gpu_milli: dict[str, int]
+    nics: frozenset[str]
+    running_gpu_milli: int = 0
+
+    @property
+    def whole_gpus(self) -> tuple[str, ...]:
+        """Devices with all 1000 milli-GPU free (what a whole-GPU pod can take)."""
+        return tuple(d for d, m in self.gpu_milli.items() if m == GPU_MILLI)
+
+
+@dataclass
+class FreeCapacity:
+    """Every node's :class:`NodeFree` by node name, and the warnings for inconsistent input
+    (each names the node and the resource, device or label)."""
+
+    free: dict[str, NodeFree] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def derive_free(s: Snapshot) -> FreeCapacity:
+    """Free amounts per node and device, and the warnings for inconsistent input."""
+    out = FreeCapacity(warnings=list(_snapshot_warnings(s)))
+    for node in s.nodes:
+        out.free[node.name] = _node_free(s, node, out.warnings)
+    return out
+
+
+def _snapshot_warnings(s: Snapshot) -> Iterator[str]:
+    if not s.nodes and s.gangs:
+        yield (
+            "the snapshot has no nodes: no gang can be placed (a Kubernetes dump without "
+            "`kubectl get nodes`?)"
+        )
+    for level in s.levels:
+        for node in s.nodes:
+            if s.domain_name(node, level) is None:
+                how = f"label {level.node_label!r}" if level.node_label else "explicit membership"
+                yield (
+                    f"node {node.name!r} has no {how} for level {level.name!r}: "
+                    f"it joins no {level.name} domain"
+                )
+
+
+def _node_free(s: Snapshot, node: Node, warnings: list[str]) -> NodeFree:
+    layout = s.layout_of(node)
+    pods = s.running_on(node.name)
+    held: Counter[str] = Counter()
+    for pod in pods:
+        held.update(pod.requests)
+    warnings.extend(_held_warnings(node, held))
+    nics = _free_nics(s, node, layout, pods, warnings)
+    gpu_milli = _free_gpu_milli(s, node, layout, pods, warnings)
+    return NodeFree(
+        resources={
+            res: max(0, amount - held.get(res, 0)) for res, amount in node.allocatable.items()
+        },
+        gpu_milli=gpu_milli,
+        nics=frozenset(nics),
+        running_gpu_milli=sum(pod.requests.get(s.gpu, 0) for pod in pods),
+    )
+
+
+def _held_warnings(node: Node, held: Counter[str]) -> Iterator[str]:
+    for res, amount in sorted(held.items()):
+        have = node.allocatable.get(res)
+        if have is None:
+            yield (
+                f"node {node.name!r}: running pods request {format_quantity(res, amount)} "
+                f"{res}, which the node does not advertise"
+            )
+        elif amount > have:
+            yield (
+                f"node {node.name!r}: running pods hold {format_quantity(res, amount)} "
+                f"{res} but the node reports {format_quantity(res, have)}; free clamped at 0"
+            )
+
+
+def _free_nics(
+    s: Snapshot, node: Node, layout: DeviceLayout, pods: Sequence[RunningPod], warnings: list[str]
+) -> list[str]:
+    """The NIC ids left: every named one is taken first, then the lowest-listed free ones go
+    to pods that ask more than they name (in pod-name order)."""
+    nic_ids = set(layout.nic_ids)
+    named = {d for pod in pods for d in pod.devices if d in nic_ids}
+    free = [x for x in layout.nic_ids if x not in named]
+    for pod in sorted(pods, key=lambda p: p.name):
+        want = pod.requests.get(s.nic, 0) // GPU_MILLI
+        have = sum(1 for d in pod.devices if d in nic_ids)
+        if want > have:
+            given = free[: want - have]
+            del free[: len(given)]
+            if have + len(given) < want:
+                warnings.append(
+                    f"node {node.name!r}: running pod {pod.name!r} holds {want} NICs but "
+                    f"only {have + len(given)} NIC devices are left for it"
+                )
+    return free
+
+
+def _free_gpu_milli(
+    s: Snapshot, node: Node, layout: DeviceLayout, pods: Sequence[RunningPod], warnings: list[str]
+) -> dict[str, int]:
+    """Milli-GPU left per GPU id: pods naming their GPUs first, then the others."""
+    gpu_milli = {g: GPU_MILLI for g in layout.gpu_ids}
+    position = {g: i for i, g in enumerate(layout.gpu_ids)}
+    for pod in sorted(pods, key=lambda p: (not any(d in gpu_milli for d in p.devices), p.name)):
+        want = pod.requests.get(s.gpu, 0)
+        named = [d for d in pod.devices if d in gpu_milli]
+        if want <= 0:
+            continue
+        if want < GPU_MILLI:
+            candidates = named or sorted(
+                (d for d in gpu_milli if gpu_milli[d] >= want),
+                key=lambda d: (gpu_milli[d] == GPU_MILLI, position[d]),
+            )
+            if not candidates:
+                warnings.append(
+                    f"node {node.name!r}: running pod {pod.name!r} holds a GPU share but no "
+                    f"GPU of the node has {want} milli free"
+                )
+                continue
+            dev = candidates[0]
+            gpu_milli[dev] -= want
+            if gpu_milli[dev] < 0:
+                warnings.append(
+                    f"node {node.name!r}: GPU {dev!r} is shared beyond 1000 milli-GPU; "
+                    "free clamped at 0"
+                )
+                gpu_milli[dev] = 0
+            continue
+        need = want // GPU_MILLI
+        taken = named[:need]
+        if len(taken) < need:
+            spare = [d for d in layout.gpu_ids if gpu_milli[d] == GPU_MILLI and d not in taken]
+            taken += spare[: need - len(taken)]
+        for d in taken:
+            gpu_milli[d] = 0
+        if len(taken) < need:
+            warnings.append(
+                f"node {node.name!r}: running pod {pod.name!r} holds {need} GPUs but only "
+                f"{len(taken)} GPU devices are left for it (a GPU was lost?)"
+            )
+    return gpu_milli
