@@ -1,6 +1,6 @@
-"""The snapshot (models/snapshot.py): what running pods leave free, the inconsistencies real
-clusters have (each warns and clamps, none is an error), and the scheduling terms' meaning
-(gang minimums, tolerations, node affinity).
+"""The snapshot's types (models/snapshot.py): a node without a level's label, the scheduling
+terms' meaning (gang minimums, tolerations, node affinity) and the gang key. What running
+pods leave free is tested in test_free.py.
 """
 
 from __future__ import annotations
@@ -22,208 +22,14 @@ from gangplan.models import (
 )
 from gangplan.topology import Domain, build_topology
 
-GPU = "nvidia.com/gpu"
-NIC = "rdma/hca"
 API = {"apiVersion": "gangplan.io/v1alpha1", "kind": "Instance"}
-PAIR = {
-    # 2 GPUs and 2 NICs, one of each per PCIe switch
-    "numa_nodes": [
-        {
-            "name": "numa0",
-            "pcie_switches": [
-                {"name": "sw0", "gpus": ["g0"], "nics": ["r0"]},
-                {"name": "sw1", "gpus": ["g1"], "nics": ["r1"]},
-            ],
-        }
-    ]
-}
 
 
 def load(**parts):
     return load_instance({**API, **parts})
 
 
-# --------------------------------------------------------------------------- free amounts
-
-
-def test_free_is_allocatable_minus_running() -> None:
-    snap, warnings = load(
-        nodes=[{"name": "n", "allocatable": {"cpu": 8, "memory": "64Gi", GPU: 4}}],
-        running=[
-            {"name": "a", "node": "n", "requests": {"cpu": "1500m", "memory": "16Gi", GPU: 1}},
-            {"name": "b", "node": "n", "requests": {"cpu": 2, GPU: 2}},
-        ],
-    )
-    assert warnings == []
-    free = snap.free("n")
-    # cpu 8000 - 1500 - 2000; memory 64Gi - 16Gi = 48Gi; GPUs 4000 - 3000
-    assert free.resources == {"cpu": 4500, "memory": 48 * 2**30, GPU: 1000}
-    # a (1 GPU) and b (2 GPUs) name no device: they take the lowest-listed, in name order
-    assert free.gpu_milli == {"gpu-0": 0, "gpu-1": 0, "gpu-2": 0, "gpu-3": 1000}
-    assert free.whole_gpus == ("gpu-3",)
-    assert free.running_gpu_milli == 3000
-
-
-def test_pods_naming_devices_are_placed_before_pods_naming_none() -> None:
-    # "x" (no device named) sorts before "y" by name, but "y" names gpu-0: y keeps gpu-0
-    # and x gets the lowest GPU left, gpu-1.
-    snap, warnings = load(
-        nodes=[{"name": "n", "allocatable": {GPU: 3}}],
-        running=[
-            {"name": "x", "node": "n", "requests": {GPU: 1}},
-            {"name": "y", "node": "n", "requests": {GPU: 1}, "devices": ["gpu-0"]},
-        ],
-    )
-    assert warnings == []
-    assert snap.free("n").gpu_milli == {"gpu-0": 0, "gpu-1": 0, "gpu-2": 1000}
-
-
-def test_running_shares_pack_onto_a_partly_used_gpu() -> None:
-    # 300m goes to gpu-0 (no GPU partly used yet: the lowest); 500m then prefers the
-    # partly used gpu-0 (700 free) over a whole one: gpu-0 keeps 200.
-    snap, warnings = load(
-        nodes=[{"name": "n", "allocatable": {GPU: 2}}],
-        running=[
-            {"name": "a", "node": "n", "requests": {GPU: "300m"}},
-            {"name": "b", "node": "n", "requests": {GPU: "500m"}},
-        ],
-    )
-    assert warnings == []
-    assert snap.free("n").gpu_milli == {"gpu-0": 200, "gpu-1": 1000}
-    assert snap.free("n").resources[GPU] == 1200
-
-
-def test_named_nics_are_not_free() -> None:
-    snap, warnings = load(
-        device_layouts={"pair": PAIR},
-        nodes=[{"name": "n", "device_layout": "pair", "allocatable": {GPU: 2, NIC: 2}}],
-        running=[{"name": "a", "node": "n", "requests": {GPU: 1, NIC: 1}, "devices": ["g1", "r1"]}],
-    )
-    assert warnings == []
-    free = snap.free("n")
-    assert free.gpu_milli == {"g0": 1000, "g1": 0}
-    assert free.nics == frozenset({"r0"})
-    assert free.resources == {GPU: 1000, NIC: 1000}
-
-
-def test_unnamed_nics_of_a_running_pod_are_not_free() -> None:
-    # A running pod asking a GPU and a NIC but naming neither holds some GPU and some NIC:
-    # as for its GPU, the snapshot gives it the lowest-listed free NIC (r0), so no plan
-    # may give r0 to another pod.
-    snap, warnings = load(
-        device_layouts={"pair": PAIR},
-        nodes=[{"name": "n", "device_layout": "pair", "allocatable": {GPU: 2, NIC: 2}}],
-        running=[{"name": "a", "node": "n", "requests": {GPU: 1, NIC: 1}}],
-    )
-    assert warnings == []
-    free = snap.free("n")
-    assert free.gpu_milli == {"g0": 0, "g1": 1000}
-    assert free.nics == frozenset({"r1"})
-    assert free.resources == {GPU: 1000, NIC: 1000}
-
-
-def test_a_pod_naming_only_its_nic_does_not_take_a_gpu_another_pod_names() -> None:
-    # "a" names its NIC but not its GPU; "b" names g0. b keeps g0, a gets g1.
-    snap, warnings = load(
-        device_layouts={"pair": PAIR},
-        nodes=[{"name": "n", "device_layout": "pair", "allocatable": {GPU: 2, NIC: 2}}],
-        running=[
-            {"name": "a", "node": "n", "requests": {GPU: 1, NIC: 1}, "devices": ["r0"]},
-            {"name": "b", "node": "n", "requests": {GPU: 1}, "devices": ["g0"]},
-        ],
-    )
-    assert warnings == []
-    assert snap.free("n").gpu_milli == {"g0": 0, "g1": 0}
-    assert snap.free("n").nics == frozenset({"r1"})
-
-
-# --------------------------------------------------------------------------- inconsistencies
-
-
-def test_gpu_lost_warns_and_clamps() -> None:
-    # The node now reports 1 GPU (a GPU was lost); the running pod still holds 2, and
-    # 10 cpu of the node's 8. Warnings name the node and the resource; free is 0, never
-    # negative.
-    snap, warnings = load(
-        nodes=[{"name": "n", "allocatable": {"cpu": 8, GPU: 1}}],
-        running=[{"name": "r", "node": "n", "requests": {"cpu": 10, GPU: 2}}],
-    )
-    assert warnings == [
-        "node 'n': running pods hold 10 cpu but the node reports 8; free clamped at 0",
-        "node 'n': running pods hold 2 nvidia.com/gpu but the node reports 1; free clamped at 0",
-        "node 'n': running pod 'r' holds 2 GPUs but only 1 GPU devices are left for it"
-        " (a GPU was lost?)",
-    ]
-    free = snap.free("n")
-    assert free.resources == {"cpu": 0, GPU: 0}
-    assert free.gpu_milli == {"gpu-0": 0}
-
-
-def test_gpu_lost_with_an_explicit_layout() -> None:
-    # The device plugin lists one GPU left (g0); a pod that named none holds 2.
-    snap, warnings = load(
-        nodes=[
-            {
-                "name": "n",
-                "allocatable": {GPU: 1},
-                "devices": {
-                    "numa_nodes": [{"name": "u", "pcie_switches": [{"name": "s", "gpus": ["g0"]}]}]
-                },
-            }
-        ],
-        running=[{"name": "r", "node": "n", "requests": {GPU: 2}}],
-    )
-    assert warnings == [
-        "node 'n': running pods hold 2 nvidia.com/gpu but the node reports 1; free clamped at 0",
-        "node 'n': running pod 'r' holds 2 GPUs but only 1 GPU devices are left for it"
-        " (a GPU was lost?)",
-    ]
-    assert snap.free("n").gpu_milli == {"g0": 0}
-    assert snap.free("n").resources == {GPU: 0}
-
-
-def test_nics_held_beyond_the_node_warn_and_clamp() -> None:
-    # "a" names r0; "b" asks 2 NICs naming none, and only r1 is left: 3 NICs held of 2
-    snap, warnings = load(
-        device_layouts={"pair": PAIR},
-        nodes=[{"name": "n", "device_layout": "pair", "allocatable": {GPU: 2, NIC: 2}}],
-        running=[
-            {"name": "a", "node": "n", "requests": {NIC: 1}, "devices": ["r0"]},
-            {"name": "b", "node": "n", "requests": {NIC: 2}},
-        ],
-    )
-    assert warnings == [
-        "node 'n': running pods hold 3 rdma/hca but the node reports 2; free clamped at 0",
-        "node 'n': running pod 'b' holds 2 NICs but only 1 NIC devices are left for it",
-    ]
-    assert snap.free("n").nics == frozenset()
-    assert snap.free("n").resources[NIC] == 0
-
-
-def test_resource_the_node_does_not_advertise_warns() -> None:
-    snap, warnings = load(
-        nodes=[{"name": "n", "allocatable": {"cpu": 4}}],
-        running=[{"name": "r", "node": "n", "requests": {"cpu": 1, "example.com/fpga": 2}}],
-    )
-    assert warnings == [
-        "node 'n': running pods request 2 example.com/fpga, which the node does not advertise"
-    ]
-    # nothing of it is free
-    assert snap.free("n").resources == {"cpu": 3000}
-    assert snap.free("n").resources.get("example.com/fpga", 0) == 0
-
-
-def test_running_shares_beyond_one_gpu_warn_and_clamp() -> None:
-    # two 600m shares named on one GPU: 1200 of 1000 milli
-    snap, warnings = load(
-        nodes=[{"name": "n", "allocatable": {GPU: 2}}],
-        running=[
-            {"name": "a", "node": "n", "requests": {GPU: "600m"}, "devices": ["gpu-1"]},
-            {"name": "b", "node": "n", "requests": {GPU: "600m"}, "devices": ["gpu-1"]},
-        ],
-    )
-    assert warnings == ["node 'n': GPU 'gpu-1' is shared beyond 1000 milli-GPU; free clamped at 0"]
-    assert snap.free("n").gpu_milli == {"gpu-0": 1000, "gpu-1": 0}
+# --------------------------------------------------------------------------- level warnings
 
 
 @pytest.mark.parametrize(
