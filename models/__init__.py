@@ -1,6 +1,15 @@
 """gangplan's data: the snapshot a cycle works from, the instance file, the plan.
 
 Pydantic v2, frozen, names not indices. Knows nothing of OR-Tools, networkx or Kubernetes.
+Every public name is exported here; the modules:
+
+- ``base``: the frozen base model, the name types, ``GPU_MILLI`` and the gang key;
+- ``quantity``: Kubernetes quantities parsed into base units (``ResourceList``);
+- ``snapshot``: the snapshot's types (nodes, devices, levels, queues, gangs, running pods);
+- ``checks``: the snapshot's cross-checks (``Problem``, ``SnapshotError``);
+- ``free``: what running pods leave free on each node (``NodeFree``) and the warnings;
+- ``instance``: the instance file's schema and its expansion into a snapshot;
+- ``plan``: the plan a cycle returns.
 """
 
 from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key

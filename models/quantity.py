@@ -18,7 +18,7 @@ Extended resources are kept in milli-units so that a GPU share (the Alibaba trac
 ``gpu_milli``; DESIGN.md "GPU share") and a whole GPU live on one scale: one GPU device is
 1000 milli-GPU. Whether a fractional amount is allowed for a resource (only GPU resources
 may be fractional, as Kubernetes requires extended resources to be whole) is checked where
-the GPU resource names are known, in :mod:`gangplan.models.snapshot`.
+the GPU resource names are known, in :mod:`gangplan.models.checks`.
 
 ``ResourceList`` is the annotated type used by every model: it accepts a mapping from
 resource name to quantity (string or number, in Kubernetes' meaning: ``cpu: 2`` is two
