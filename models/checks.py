@@ -183,6 +183,11 @@ def _role_problems(s: Snapshot, gang: Gang, path: str) -> Iterator[Problem]:
                 f"{path}.roles[{j}].pod_names",
                 f"{len(role.pod_names)} pod names for count {role.count} (they must agree)",
             )
+        for name in sorted(_dups(list(role.pod_names or ()))):
+            yield Problem(
+                f"{path}.roles[{j}].pod_names",
+                f"duplicate pod name {name!r} (each pod of a role needs its own name)",
+            )
         rpath = f"{path}.roles[{j}].requests"
         yield from _whole_units(role.requests, rpath, {s.gpu})
         g = role.requests.get(s.gpu, 0)
@@ -211,6 +216,8 @@ def _pod_name_problems(s: Snapshot) -> Iterator[Problem]:
         for j, role in enumerate(gang.roles):
             if role.name in _dups([r.name for r in gang.roles]):
                 continue  # reported as a duplicate role already
+            if role.pod_names is not None and len(role.pod_names) != role.count:
+                continue  # reported as pod names that disagree with the count already
             where = f"gangs[{i}].roles[{j}]." + ("pod_names" if role.pod_names else "name")
             for k in range(role.count):
                 name = role.pod_name(gang.name, k)

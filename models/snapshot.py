@@ -39,6 +39,7 @@ resource the node does not advertise, a node without a label of some level) are 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from functools import cached_property
@@ -117,8 +118,26 @@ class Toleration(Frozen):
         return self.operator == "Exists" or self.value == taint.value
 
 
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int64(text: str) -> int | None:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it, or None where that fails:
+    ASCII digits with an optional ``+`` or ``-``, within -2^63..2^63-1; no blanks, no
+    underscores, no other digits (``"²"``, ``"٣"``). Kubernetes reads ``Gt``/``Lt`` values
+    and node labels this way (``k8s.io/apimachinery/pkg/labels``, ``Requirement.Matches``)."""
+    if _INT64.fullmatch(text) is None or len(text.lstrip("+-").lstrip("0")) > 19:
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
 class NodeSelectorRequirement(Frozen):
-    """One ``matchExpressions`` entry of a required node affinity term (core/v1)."""
+    """One ``matchExpressions`` entry of a required node affinity term (core/v1).
+
+    ``Gt`` and ``Lt`` take exactly one value, an integer as :func:`parse_int64` reads it
+    (anything else is refused); a node whose label is not such an integer matches neither.
+    """
 
     key: Name
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
@@ -131,9 +150,14 @@ class NodeSelectorRequirement(Frozen):
         if self.operator in ("Exists", "DoesNotExist") and self.values:
             raise ValueError(f"operator {self.operator} takes no values")
         if self.operator in ("Gt", "Lt") and (
-            len(self.values) != 1 or not self.values[0].lstrip("-").isdigit()
+            len(self.values) != 1 or parse_int64(self.values[0]) is None
         ):
-            raise ValueError(f"operator {self.operator} takes exactly one integer value")
+            got = repr(list(self.values))
+            raise ValueError(
+                f"operator {self.operator} takes exactly one integer value (accepted: a 64-bit "
+                "integer in ASCII digits with an optional sign, as Kubernetes parses it with "
+                f"Go's strconv.ParseInt; got {got if len(got) <= 60 else got[:57] + '...'})"
+            )
         return self
 
     def matches(self, labels: dict[str, str]) -> bool:
@@ -147,9 +171,10 @@ class NodeSelectorRequirement(Frozen):
             return present
         if self.operator == "DoesNotExist":
             return not present
-        if not present or not labels[self.key].lstrip("-").isdigit():
-            return False
-        value, bound = int(labels[self.key]), int(self.values[0])
+        value = parse_int64(labels[self.key]) if present else None
+        bound = parse_int64(self.values[0]) if len(self.values) == 1 else None
+        if value is None or bound is None:
+            return False  # as Kubernetes: a label ParseInt refuses matches neither Gt nor Lt
         return value > bound if self.operator == "Gt" else value < bound
 
 
