@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gangplan.models.base import GPU_MILLI
+from gangplan.models.limits import MAX_DEVICES_PER_NODE, too_many
 from gangplan.models.quantity import CPU, MEMORY, format_quantity
 
 if TYPE_CHECKING:
@@ -47,7 +48,15 @@ class SnapshotError(ValueError):
 
 def snapshot_problems(s: Snapshot) -> Iterator[Problem]:
     """Every cross-reference problem of ``s``, in the order of the snapshot's sections:
-    levels, device layouts, nodes, queues, gangs, pod names, running pods."""
+    levels, device layouts, nodes, queues, gangs, pod names, running pods.
+
+    Sizes above the bounds of :mod:`gangplan.models.limits` come first and alone: the other
+    checks build things in proportion to the sizes (device names, pod names).
+    """
+    bounds = list(_bound_problems(s))
+    if bounds:
+        yield from bounds
+        return
     yield from _level_problems(s)
     for name, layout in s.device_layouts.items():
         yield from _layout_problems(layout, f"device_layouts.{name}")
@@ -76,6 +85,28 @@ def _declared_queues(s: Snapshot) -> str:
 
 
 # --------------------------------------------------------------------------- sections
+
+
+def _bound_problems(s: Snapshot) -> Iterator[Problem]:
+    """Sizes no real cluster has (:mod:`gangplan.models.limits`), each with the bound."""
+    if msg := too_many("MAX_NODES", len(s.nodes)):
+        yield Problem("nodes", msg)
+    devices = 0
+    for i, node in enumerate(s.nodes):
+        for res in (s.gpu, s.nic):
+            count = node.allocatable.get(res, 0) // GPU_MILLI
+            if msg := too_many("MAX_DEVICES_PER_NODE", count):
+                yield Problem(f"nodes[{i}].allocatable.{res}", msg)
+            devices += min(count, MAX_DEVICES_PER_NODE)  # a node above is reported already
+    if msg := too_many("MAX_DEVICES", devices):
+        yield Problem("nodes", msg)
+    pods = len(s.running)
+    for i, gang in enumerate(s.gangs):
+        pods += gang.size
+        if msg := too_many("MAX_PODS_PER_GANG", gang.size):
+            yield Problem(f"gangs[{i}]", msg)
+    if msg := too_many("MAX_PODS", pods):
+        yield Problem("gangs" if s.gangs else "running", msg)
 
 
 def _level_problems(s: Snapshot) -> Iterator[Problem]:

@@ -18,6 +18,10 @@ with its path in the file (``gangs[3].roles[0].count``); the JSON Schema is gene
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from string import Formatter
 from typing import Any, Literal
 
 from pydantic import (
@@ -30,8 +34,15 @@ from pydantic import (
     field_validator,
 )
 
-from gangplan.models.base import API_VERSION, Frozen, Name
+from gangplan.models.base import API_VERSION, GPU_MILLI, Frozen, Name
 from gangplan.models.checks import Problem, SnapshotError
+from gangplan.models.limits import (
+    MAX_DEVICES_PER_NODE,
+    MAX_NAME_LENGTH,
+    NodeCount,
+    PodCount,
+    too_many,
+)
 from gangplan.models.quantity import ResourceList
 from gangplan.models.snapshot import (
     DeviceLayout,
@@ -68,6 +79,7 @@ class SpreadRule(Frozen):
     @field_validator("name")
     @classmethod
     def _has_n(cls, v: str) -> str:
+        _check_widths(v, "leaf-{n}")
         try:
             a, b = v.format(n=0), v.format(n=1)
         except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
@@ -81,7 +93,7 @@ class NodePool(Frozen):
     """``count`` alike nodes: the shorthand that keeps a large cluster to a page."""
 
     name: str = Field(description="node name pattern with {index}, e.g. 'gpu-{index:03d}'")
-    count: PositiveInt
+    count: NodeCount
     start: NonNegativeInt = Field(0, description="index of the first node")
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
@@ -95,6 +107,7 @@ class NodePool(Frozen):
     @field_validator("name")
     @classmethod
     def _has_index(cls, v: str) -> str:
+        _check_widths(v, "gpu-{index:03d}")
         try:
             a, b = v.format(index=0), v.format(index=1)
         except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
@@ -109,7 +122,7 @@ class NodePool(Frozen):
 class RunningEntry(RunningPod):
     """A running pod, or ``replicas`` identical ones named ``{name}-{i}``."""
 
-    replicas: PositiveInt = 1
+    replicas: PodCount = 1
 
 
 class InstanceFile(Frozen):
@@ -135,60 +148,19 @@ class InstanceFile(Frozen):
     def to_snapshot(self) -> Snapshot:
         """Expand pools and replicas into a validated snapshot.
 
+        Sizes are checked against :mod:`gangplan.models.limits` before anything is expanded.
+        A mistake shared by many nodes of one pool (or replicas of one running entry) is
+        reported once, with how many share it.
+
         Raises:
             InstanceError: every cross-reference problem, with paths in this file.
         """
-        nodes: list[dict[str, Any]] = []
-        node_paths: list[str] = []
-        level_by_name = {lv.name: lv for lv in self.levels}
-        bad: list[Problem] = []
-        for p, pool in enumerate(self.node_pools):
-            for r, rule in enumerate(pool.spread):
-                if rule.level not in level_by_name:
-                    known = ", ".join(repr(n) for n in level_by_name) or "none declared"
-                    bad.append(
-                        Problem(
-                            f"node_pools[{p}].spread[{r}].level",
-                            f"unknown level {rule.level!r} (accepted: {known})",
-                        )
-                    )
-            for i in range(pool.count):
-                labels = dict(pool.labels)
-                domains: dict[str, str] = {}
-                for rule in pool.spread:
-                    level = level_by_name.get(rule.level)
-                    if level is None:
-                        continue  # reported once above, not once per node
-                    domain = rule.name.format(n=rule.first + i // rule.size)
-                    if level.node_label:
-                        labels[level.node_label] = domain
-                    else:
-                        domains[rule.level] = domain
-                nodes.append(
-                    {
-                        "name": pool.name.format(index=pool.start + i),
-                        "labels": labels,
-                        "taints": pool.taints,
-                        "unschedulable": pool.unschedulable,
-                        "ready": pool.ready,
-                        "allocatable": _quantities(pool.allocatable),
-                        "gpu_model": pool.gpu_model,
-                        "domains": domains,
-                        "device_layout": pool.device_layout,
-                    }
-                )
-                node_paths.append(f"node_pools[{p}] (node {nodes[-1]['name']!r})")
-        for i, node in enumerate(self.nodes):
-            nodes.append(node.model_dump())
-            node_paths.append(f"nodes[{i}]")
-        running: list[dict[str, Any]] = []
-        running_paths: list[str] = []
-        for i, entry in enumerate(self.running):
-            data = entry.model_dump(exclude={"replicas"})
-            for k in range(entry.replicas):
-                name = entry.name if entry.replicas == 1 else f"{entry.name}-{k}"
-                running.append({**data, "name": name})
-                running_paths.append(f"running[{i}]")
+        bad = list(self._spread_level_problems())
+        early = list(self._size_problems())
+        if early:
+            raise InstanceError(bad + early)
+        nodes, origins = self._expand_nodes()
+        running, running_origins = self._expand_running()
         data = {
             "resources": self.resources.model_dump(),
             "levels": [lv.model_dump() for lv in self.levels],
@@ -202,44 +174,234 @@ class InstanceFile(Frozen):
         try:
             snapshot = Snapshot.model_validate(data)
         except ValidationError as err:
-            problems: list[Problem] = []
-            for e in err.errors():
+            raw: list[Problem] = []
+            errors = err.errors()
+            locs = [tuple(e["loc"]) for e in errors]
+            for e in errors:
                 ctx_err = (e.get("ctx") or {}).get("error")
                 if isinstance(ctx_err, SnapshotError):
-                    problems.extend(
-                        _remap(p, {"nodes": node_paths, "running": running_paths})
-                        for p in ctx_err.problems
-                    )
-                else:
-                    path = format_loc(e["loc"])
-                    problems.append(
-                        _remap(
-                            Problem(path, e["msg"]),
-                            {"nodes": node_paths, "running": running_paths},
-                        )
-                    )
+                    raw.extend(ctx_err.problems)
+                elif (problem := _pydantic_problem(e, Snapshot, locs)) is not None:
+                    raw.append(problem)
+            problems = _collapse(raw, {"nodes": origins, "running": running_origins})
             raise InstanceError(bad + problems) from None
         if bad:
             raise InstanceError(bad)
         return snapshot
+
+    def _spread_level_problems(self) -> Iterator[Problem]:
+        known = ", ".join(repr(lv.name) for lv in self.levels) or "none declared"
+        names = {lv.name for lv in self.levels}
+        for p, pool in enumerate(self.node_pools):
+            for r, rule in enumerate(pool.spread):
+                if rule.level not in names:
+                    yield Problem(
+                        f"node_pools[{p}].spread[{r}].level",
+                        f"unknown level {rule.level!r} (accepted: {known})",
+                    )
+
+    def _size_problems(self) -> Iterator[Problem]:
+        """What no real cluster has, found before anything is expanded: the bounds of
+        :mod:`gangplan.models.limits`, and name patterns whose names grow too long."""
+        names = self.resources
+        device_resources = (names.gpu, names.nic, *names.gpu_model_resources)
+        devices = sum(_devices(n.allocatable, device_resources) for n in self.nodes)
+        nodes = len(self.nodes)
+        for p, pool in enumerate(self.node_pools):
+            nodes += pool.count
+            devices += pool.count * _devices(pool.allocatable, device_resources)
+            for res in device_resources:
+                msg = too_many("MAX_DEVICES_PER_NODE", pool.allocatable.get(res, 0) // GPU_MILLI)
+                if msg:
+                    yield Problem(f"node_pools[{p}].allocatable.{res}", msg)
+            yield from _pool_name_problems(pool, f"node_pools[{p}]")
+        where = "node_pools" if self.node_pools else "nodes"
+        if msg := too_many("MAX_NODES", nodes):
+            yield Problem(where, msg)
+        if msg := too_many("MAX_DEVICES", devices):
+            yield Problem(where, msg)
+        if msg := too_many("MAX_PODS", sum(entry.replicas for entry in self.running)):
+            yield Problem("running", msg)
+
+    def _expand_nodes(self) -> tuple[list[dict[str, Any]], list[_Origin]]:
+        """The pools' nodes, then the explicit ones; with where each came from."""
+        nodes: list[dict[str, Any]] = []
+        origins: list[_Origin] = []
+        level_by_name = {lv.name: lv for lv in self.levels}
+        for p, pool in enumerate(self.node_pools):
+            allocatable = _quantities(pool.allocatable)
+            rules = [(r, level_by_name[r.level]) for r in pool.spread if r.level in level_by_name]
+            for i in range(pool.count):
+                labels = dict(pool.labels)
+                domains: dict[str, str] = {}
+                for rule, level in rules:
+                    domain = rule.name.format(n=rule.first + i // rule.size)
+                    if level.node_label:
+                        labels[level.node_label] = domain
+                    else:
+                        domains[rule.level] = domain
+                name = pool.name.format(index=pool.start + i)
+                nodes.append(
+                    {
+                        "name": name,
+                        "labels": labels,
+                        "taints": pool.taints,
+                        "unschedulable": pool.unschedulable,
+                        "ready": pool.ready,
+                        "allocatable": allocatable,
+                        "gpu_model": pool.gpu_model,
+                        "domains": domains,
+                        "device_layout": pool.device_layout,
+                    }
+                )
+                origins.append(_Origin(f"node_pools[{p}]", p, f"node {name!r}", name))
+        for i, node in enumerate(self.nodes):
+            nodes.append(node.model_dump())
+            origins.append(_Origin(f"nodes[{i}]", None, "", node.name))
+        return nodes, origins
+
+    def _expand_running(self) -> tuple[list[dict[str, Any]], list[_Origin]]:
+        running: list[dict[str, Any]] = []
+        origins: list[_Origin] = []
+        for i, entry in enumerate(self.running):
+            data = entry.model_dump(exclude={"replicas"})
+            group = i if entry.replicas > 1 else None
+            for k in range(entry.replicas):
+                name = entry.name if entry.replicas == 1 else f"{entry.name}-{k}"
+                running.append({**data, "name": name})
+                origins.append(_Origin(f"running[{i}]", group, "", name))
+        return running, origins
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """Where an expanded node or running pod came from in the file: its ``path``; the pool
+    (or running entry) ``group`` whose members share mistakes, None for an object written
+    alone; how to name one member (``node 'p-3'``); and its name."""
+
+    path: str
+    group: int | None
+    label: str
+    name: str
+
+
+def _collapse(problems: list[Problem], origins: dict[str, list[_Origin]]) -> list[Problem]:
+    """Rewrite ``nodes[37].x`` of the expanded snapshot to where node 37 came from in the
+    file, and report a mistake shared by many members of one pool or running entry once:
+    ``node_pools[0] (node 'p-0' and 49,999 more).x``, ``running[2] (12 replicas).node``.
+    Members share a mistake when the path inside them and the message agree but for the
+    member's own name."""
+    out: list[Problem | list[Any]] = []
+    groups: dict[tuple[str, int, str, str], list[Any]] = {}
+    for problem in problems:
+        found = _origin_of(problem.path, origins)
+        if found is None:
+            out.append(problem)
+            continue
+        section, origin, rest = found
+        if origin.group is None:
+            out.append(Problem(origin.path + rest, problem.message))
+            continue
+        key = (section, origin.group, rest, problem.message.replace(repr(origin.name), "\0"))
+        if key in groups:
+            groups[key][2] += 1
+            continue
+        groups[key] = [origin, problem.message, 1, rest]
+        out.append(groups[key])
+    result = []
+    for item in out:
+        if isinstance(item, Problem):
+            result.append(item)
+            continue
+        origin, message, count, rest = item
+        if count == 1:
+            who = f" ({origin.label})" if origin.label else ""
+        elif origin.label:
+            who = f" ({origin.label} and {count - 1:,} more)"
+        else:
+            who = f" ({count:,} replicas)"
+        result.append(Problem(f"{origin.path}{who}{rest}", message))
+    return result
+
+
+def _origin_of(path: str, origins: dict[str, list[_Origin]]) -> tuple[str, _Origin, str] | None:
+    for section, members in origins.items():
+        prefix = f"{section}["
+        if path.startswith(prefix) and "]" in path:
+            end = path.index("]")
+            idx = path[len(prefix) : end]
+            if idx.isdigit() and int(idx) < len(members):
+                return section, members[int(idx)], path[end + 1 :]
+    return None
+
+
+def _devices(allocatable: dict[str, int], resources: tuple[str, ...]) -> int:
+    """GPU and NIC devices a node declares (each resource capped at the per-node bound,
+    which is reported on its own)."""
+    return sum(min(allocatable.get(r, 0) // GPU_MILLI, MAX_DEVICES_PER_NODE) for r in resources)
+
+
+def _pool_name_problems(pool: NodePool, path: str) -> Iterator[Problem]:
+    """Name patterns whose longest name (at either end of the pool) is past 253 characters."""
+    last = pool.count - 1
+    longest = max(len(pool.name.format(index=pool.start + i)) for i in (0, last))
+    if longest > MAX_NAME_LENGTH:
+        yield Problem(
+            f"{path}.name",
+            f"pattern {_short(pool.name)} gives names of up to {longest} characters "
+            f"(accepted: a Kubernetes name of at most {MAX_NAME_LENGTH} characters)",
+        )
+    for r, rule in enumerate(pool.spread):
+        ends = (rule.first, rule.first + last // rule.size)
+        longest = max(len(rule.name.format(n=n)) for n in ends)
+        if longest > MAX_NAME_LENGTH:
+            yield Problem(
+                f"{path}.spread[{r}].name",
+                f"pattern {_short(rule.name)} gives names of up to {longest} characters "
+                f"(accepted: a name of at most {MAX_NAME_LENGTH} characters)",
+            )
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """``repr(text)``, cut to ``limit`` characters with ``...``."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def _check_widths(pattern: str, example: str) -> None:
+    """Refuse a format spec that could make a name longer than 253 characters before any
+    name is formatted: a width or precision above 253, or a nested field (whose width would
+    come from the index itself).
+
+    Raises:
+        ValueError: naming the pattern, the width and what is accepted.
+    """
+    try:
+        specs = [
+            spec or "" for _, field, spec, _ in Formatter().parse(pattern) if field is not None
+        ]
+    except ValueError:
+        return  # not a pattern at all: the trial format of the caller says so
+    for spec in specs:
+        if "{" in spec:
+            raise ValueError(
+                f"pattern {_short(pattern)}: a nested field in a format spec is not accepted "
+                f"(e.g. {example!r})"
+            )
+        for run in re.findall(r"[0-9]+", spec):
+            if len(run.lstrip("0")) > 3 or int(run) > MAX_NAME_LENGTH:
+                width = run if len(run) <= 12 else run[:8] + "..."
+                raise ValueError(
+                    f"pattern {_short(pattern)}: a width of {width} cannot fit a name of at "
+                    f"most {MAX_NAME_LENGTH} characters (accepted: widths up to "
+                    f"{MAX_NAME_LENGTH}, e.g. {example!r})"
+                )
 
 
 def _quantities(res: dict[str, int]) -> dict[str, str]:
     from gangplan.models.quantity import format_quantity
 
     return {k: format_quantity(k, v) for k, v in res.items()}
-
-
-def _remap(problem: Problem, paths: dict[str, list[str]]) -> Problem:
-    """Rewrite ``nodes[37].x`` of the expanded snapshot to where node 37 came from in the file."""
-    for key, origin in paths.items():
-        prefix = f"{key}["
-        if problem.path.startswith(prefix):
-            idx_end = problem.path.index("]")
-            idx = int(problem.path[len(prefix) : idx_end])
-            if idx < len(origin):
-                return Problem(origin[idx] + problem.path[idx_end + 1 :], problem.message)
-    return problem
 
 
 class InstanceError(ValueError):
@@ -363,31 +525,36 @@ def validation_problems(err: ValidationError, model: type[BaseModel]) -> list[Pr
     """Pydantic's errors as :class:`Problem` s: the path in the file, what is wrong, and
     what is accepted (the fields of the object for an unknown field; plain words instead
     of Python type names)."""
-    problems = []
     errors = err.errors()
     locs = [tuple(e["loc"]) for e in errors]
-    for e in errors:
-        loc = tuple(e["loc"])
-        kind = e["type"]
-        if kind == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs):
-            continue  # the items themselves failed; their own errors say why
-        msg = e["msg"]
-        got = repr(e.get("input"))
-        got = got if len(got) <= 60 else got[:57] + "..."
-        if kind == "extra_forbidden":
-            accepted = _accepted_fields(model, loc)
-            msg = f"unknown field {loc[-1]!r}" + (
-                f" (accepted: {', '.join(accepted)})" if accepted else ""
-            )
-        elif kind == "missing":
-            msg = "required field is missing"
-        elif kind.startswith("value_error"):
-            msg = msg.removeprefix("Value error, ")
-        elif kind == "string_pattern_mismatch":
-            msg = f"{_K8S_NAME_HELP} (got {got})"
-        elif kind in _MESSAGES:
-            msg = f"{_MESSAGES[kind]} (got {got})"
-        elif "input" in e and kind not in ("literal_error",):
-            msg = f"{msg} (got {got})"
-        problems.append(Problem(format_loc(loc), msg))
-    return problems
+    return [p for e in errors if (p := _pydantic_problem(e, model, locs)) is not None]
+
+
+def _pydantic_problem(
+    e: Any, model: type[BaseModel], locs: list[tuple[Any, ...]]
+) -> Problem | None:
+    """One pydantic error as a :class:`Problem` (None for a ``too_short`` list whose items
+    failed themselves: ``locs`` are the locations of all errors, to tell)."""
+    loc = tuple(e["loc"])
+    kind = e["type"]
+    if kind == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs):
+        return None  # the items themselves failed; their own errors say why
+    msg = e["msg"]
+    got = repr(e.get("input"))
+    got = got if len(got) <= 60 else got[:57] + "..."
+    if kind == "extra_forbidden":
+        accepted = _accepted_fields(model, loc)
+        msg = f"unknown field {loc[-1]!r}" + (
+            f" (accepted: {', '.join(accepted)})" if accepted else ""
+        )
+    elif kind == "missing":
+        msg = "required field is missing"
+    elif kind.startswith("value_error"):
+        msg = msg.removeprefix("Value error, ")
+    elif kind == "string_pattern_mismatch":
+        msg = f"{_K8S_NAME_HELP} (got {got})"
+    elif kind in _MESSAGES:
+        msg = f"{_MESSAGES[kind]} (got {got})"
+    elif "input" in e and kind not in ("literal_error",):
+        msg = f"{msg} (got {got})"
+    return Problem(format_loc(loc), msg)

@@ -55,6 +55,7 @@ from pydantic import (
 from gangplan.models.base import GPU_MILLI, Frozen, K8sName, Name, gang_key
 from gangplan.models.checks import Problem, SnapshotError, snapshot_problems
 from gangplan.models.free import FreeCapacity, NodeFree, derive_free
+from gangplan.models.limits import RoleCount
 from gangplan.models.quantity import CPU, MEMORY, ResourceList
 
 __all__ = [
@@ -365,7 +366,7 @@ class Role(Frozen):
     """
 
     name: K8sName
-    count: PositiveInt
+    count: RoleCount
     min_member: NonNegativeInt | None = None
     requests: ResourceList = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -597,14 +598,28 @@ class Snapshot(Frozen):
         return tuple(level.name for level in self.levels)
 
     def layout_of(self, node: Node) -> DeviceLayout:
-        """The node's device tree: its template, its explicit devices, or the implicit one."""
+        """The node's device tree: its template, its explicit devices, or the implicit one.
+
+        An implicit layout is built when first asked for and shared by every node with the
+        same GPU and NIC counts (at most ``MAX_DEVICES_PER_NODE`` of each, checked when the
+        snapshot is built), so a 50,000-node pool names its devices once, not per node.
+        """
         if node.devices is not None:
             return node.devices
         if node.device_layout is not None:
             return self.device_layouts[node.device_layout]
-        gpus = node.allocatable.get(self.gpu, 0) // GPU_MILLI
-        nics = node.allocatable.get(self.nic, 0) // GPU_MILLI
-        return DeviceLayout.implicit(gpus, nics)
+        counts = (
+            node.allocatable.get(self.gpu, 0) // GPU_MILLI,
+            node.allocatable.get(self.nic, 0) // GPU_MILLI,
+        )
+        layout = self._implicit_layouts.get(counts)
+        if layout is None:
+            layout = self._implicit_layouts[counts] = DeviceLayout.implicit(*counts)
+        return layout
+
+    @cached_property
+    def _implicit_layouts(self) -> dict[tuple[int, int], DeviceLayout]:
+        return {}
 
     def domain_name(self, node: Node, level: Level) -> str | None:
         """The node's domain name at ``level`` (explicit membership first, then its label)."""

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 
 from gangplan.adapters.cli import main
@@ -180,15 +181,18 @@ BAD_FILES = [
         id="unknown-references",
     ),
     pytest.param(
-        # a pool node is named by its pool and its expanded name
+        # a pool node is named by its pool and its expanded name; a mistake all its nodes
+        # share is reported once, with the count
         HEAD + "device_layouts:\n"
         "  one: {numa_nodes: [{name: a, pcie_switches: [{name: s, gpus: [g0]}]}]}\n"
         "node_pools: [{name: 'p-{index}', count: 2, device_layout: one,"
         " allocatable: {nvidia.com/gpu: 2}}]\n"
         f"queues: [{{name: q}}]\ngangs: [{GANG}]\n",
         [
-            ("node_pools[0] (node 'p-0').allocatable.nvidia.com/gpu", "device layout has 1 GPUs"),
-            ("node_pools[0] (node 'p-1').allocatable.nvidia.com/gpu", "device layout has 1 GPUs"),
+            (
+                "node_pools[0] (node 'p-0' and 1 more).allocatable.nvidia.com/gpu",
+                "node 'p-0': device layout has 1 GPUs",
+            ),
         ],
         id="pool-layout-disagrees",
     ),
@@ -239,6 +243,160 @@ def test_validate_every_shipped_instance(path: Path) -> None:
     result = run("validate", str(path))
     assert result.exit_code == 0, result.output
     assert ": valid — " in result.stdout
+
+
+# --------------------------------------------------------------------------- validate: hostile
+
+# Each file rebuilds a reproducer from breaking gangplan on purpose: before, validate crashed
+# or passed it (and solve crashed later), or the process ran out of memory. Now: exit 1, one
+# line naming the path, no traceback.
+
+
+def gang_with(role: str) -> str:
+    return f"gangs: [{{name: g, queue: q, roles: [{role}]}}]\n"
+
+
+AFFINITY = (
+    "{name: w, count: 1, node_affinity: [{match_expressions: [{key: rank, operator: %s,"
+    " values: ['%s']}]}]}"
+)
+HOSTILE_FILES = [
+    pytest.param(
+        # before: accepted; solve and verify then crashed on int("--5")
+        HEAD + f"nodes: [{NODE}]\nqueues: [{{name: q}}]\n" + gang_with(AFFINITY % ("Gt", "--5")),
+        "gangs[0].roles[0].node_affinity[0].match_expressions[0]",
+        "operator Gt takes exactly one integer value (accepted: a 64-bit integer in ASCII "
+        "digits with an optional sign",
+        id="gt-two-minus-signs",
+    ),
+    pytest.param(
+        HEAD + f"nodes: [{NODE}]\nqueues: [{{name: q}}]\n" + gang_with(AFFINITY % ("Lt", "²")),
+        "gangs[0].roles[0].node_affinity[0].match_expressions[0]",
+        "operator Lt takes exactly one integer value",
+        id="lt-superscript-two",
+    ),
+    pytest.param(
+        # before: IndexError
+        HEAD
+        + f"nodes: [{NODE}]\nqueues: [{{name: q}}]\n"
+        + gang_with("{name: w, count: 3, pod_names: [a, b]}"),
+        "gangs[0].roles[0].pod_names",
+        "2 pod names for count 3 (they must agree)",
+        id="pod-names-short",
+    ),
+    pytest.param(
+        # before: accepted, and the bindings named one pod twice
+        HEAD
+        + f"nodes: [{NODE}]\nqueues: [{{name: q}}]\n"
+        + gang_with("{name: w, count: 2, pod_names: [a, a]}"),
+        "gangs[0].roles[0].pod_names",
+        "duplicate pod name 'a' (each pod of a role needs its own name)",
+        id="pod-names-duplicate",
+    ),
+    pytest.param(
+        # before: accepted as 8 bytes
+        HEAD + "nodes: [{name: n1, allocatable: {memory: '٨'}}]\nqueues: [{name: q}]\n",
+        "nodes[0].allocatable",
+        "resource 'memory': '٨' is not a Kubernetes quantity",
+        id="quantity-arabic-digit",
+    ),
+    pytest.param(
+        HEAD + "nodes: [{name: n1, allocatable: {memory: '３Gi'}}]\nqueues: [{name: q}]\n",
+        "nodes[0].allocatable",
+        "resource 'memory': '３Gi' is not a Kubernetes quantity",
+        id="quantity-fullwidth-digit",
+    ),
+    pytest.param(
+        # before: 500 names of 2,000,000 characters; the process died at 3 GB
+        HEAD + "node_pools: [{name: '{index:2000000}', count: 500}]\n",
+        "node_pools[0].name",
+        "a width of 2000000 cannot fit a name of at most 253 characters",
+        id="pool-name-width",
+    ),
+    pytest.param(
+        # before (this and the next four): MemoryError
+        HEAD + "node_pools: [{name: 'p-{index}', count: 1000000000}]\n",
+        "node_pools[0].count",
+        "1,000,000,000 nodes: more than gangplan accepts (at most 100,000 nodes in a "
+        "snapshot, MAX_NODES in gangplan.models.limits)",
+        id="pool-count-1e9",
+    ),
+    pytest.param(
+        HEAD + f"nodes: [{NODE}]\nrunning: [{{name: r, node: n1, replicas: 1000000000}}]\n",
+        "running[0].replicas",
+        "1,000,000,000 pods: more than gangplan accepts (at most 1,000,000 pods",
+        id="replicas-1e9",
+    ),
+    pytest.param(
+        HEAD
+        + f"nodes: [{NODE}]\nqueues: [{{name: q}}]\n"
+        + gang_with("{name: w, count: 1000000000}"),
+        "gangs[0].roles[0].count",
+        "1,000,000,000 pods: more than gangplan accepts (at most 150,000 pods in one gang",
+        id="role-count-1e9",
+    ),
+    pytest.param(
+        HEAD + "nodes: [{name: n1, allocatable: {nvidia.com/gpu: 100Mi}}]\n",
+        "nodes[0].allocatable.nvidia.com/gpu",
+        "104,857,600 devices: more than gangplan accepts (at most 1,024 devices of one "
+        "resource on a node, MAX_DEVICES_PER_NODE",
+        id="gpus-100Mi",
+    ),
+    pytest.param(
+        HEAD + "nodes: [{name: n1, allocatable: {nvidia.com/gpu: 10M}}]\n",
+        "nodes[0].allocatable.nvidia.com/gpu",
+        "10,000,000 devices: more than gangplan accepts",
+        id="gpus-10M",
+    ),
+    pytest.param(
+        # before: one line per node, 50,000 alike
+        HEAD + "node_pools: [{name: 'p-{index}', count: 50000,"
+        " allocatable: {example.com/x: 0.5}}]\n",
+        "node_pools[0] (node 'p-0' and 49,999 more).allocatable.example.com/x",
+        "500m is not a whole number",
+        id="one-mistake-in-a-50000-node-pool",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "path", "fragment"), HOSTILE_FILES)
+def test_validate_refuses_hostile_input_with_the_path(
+    text: str, path: str, fragment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text(text, encoding="utf-8")
+    lines = assert_user_error(run("validate", "bad.yaml"))
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: bad.yaml: {path}: "), lines
+    assert fragment in lines[0], lines
+    assert run("validate", "bad.yaml").stderr.endswith("1 problem found\n")
+
+
+def test_a_node_label_that_is_not_an_integer_matches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: validate passed, then solve and verify crashed on int("--3"). Now the label
+    matches neither Gt nor Lt (as in Kubernetes): g never fits, h (no affinity) is placed."""
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path,
+        "i.yaml",
+        HEAD + "nodes: [{name: n1, labels: {rank: '--3'}, allocatable: {cpu: 4}}]\n"
+        "queues: [{name: q}]\n"
+        "gangs:\n"
+        f"  - {{name: g, queue: q, roles: [{AFFINITY % ('Gt', '0')}]}}\n"
+        "  - {name: h, queue: q, roles: [{name: w, count: 1, requests: {cpu: 1}}]}\n",
+    )
+    assert run("validate", "i.yaml").exit_code == 0
+    solved = run("solve", "i.yaml", "--placer", "greedy", "-o", "plan.yaml")
+    assert solved.exit_code == 0, solved.output
+    assert "Traceback" not in solved.output
+    plan = yaml.safe_load((tmp_path / "plan.yaml").read_text(encoding="utf-8"))
+    admitted = {g["gang"]: g["admitted"] for g in plan["gangs"]}
+    assert admitted == {"g": False, "h": True}
+    verified = run("verify", "i.yaml", "plan.yaml")
+    assert verified.exit_code == 0, verified.output
+    assert verified.stdout.endswith("plan is valid\n")
 
 
 # --------------------------------------------------------------------------- schema

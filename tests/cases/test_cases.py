@@ -127,9 +127,7 @@ def case_07(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
     bad = []
     if _placed(plan, "jb") + _placed(plan, "jc") != 1:
         bad.append("placed(jb) + placed(jc) = 1")
-    gpus = sum(
-        s.gang_by_key[p.gang_key].role(p.role).requests.get(s.gpu, 0) for p in plan.pods
-    )
+    gpus = sum(s.gang_by_key[p.gang_key].role(p.role).requests.get(s.gpu, 0) for p in plan.pods)
     if gpus != 2 * GPU_MILLI:
         bad.append(f"2 GPUs are in use after the cycle (got {gpus / GPU_MILLI})")
     return bad
