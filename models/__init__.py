@@ -8,6 +8,7 @@ Every public name is exported here; the modules:
 - ``snapshot``: the snapshot's types (nodes, devices, levels, queues, gangs, running pods);
 - ``checks``: the snapshot's cross-checks (``Problem``, ``SnapshotError``);
 - ``free``: what running pods leave free on each node (``NodeFree``) and the warnings;
+- ``limits``: the bounds on sizes that no real cluster reaches (``MAX_NODES``, ...);
 - ``instance``: the instance file's schema and its expansion into a snapshot;
 - ``plan``: the plan a cycle returns.
 """
@@ -22,6 +23,14 @@ from gangplan.models.instance import (
     SpreadRule,
     instance_from_snapshot,
     load_instance,
+)
+from gangplan.models.limits import (
+    MAX_DEVICES,
+    MAX_DEVICES_PER_NODE,
+    MAX_NAME_LENGTH,
+    MAX_NODES,
+    MAX_PODS,
+    MAX_PODS_PER_GANG,
 )
 from gangplan.models.plan import (
     GangOutcome,
@@ -56,6 +65,12 @@ from gangplan.models.snapshot import (
 __all__ = [
     "API_VERSION",
     "GPU_MILLI",
+    "MAX_DEVICES",
+    "MAX_DEVICES_PER_NODE",
+    "MAX_NAME_LENGTH",
+    "MAX_NODES",
+    "MAX_PODS",
+    "MAX_PODS_PER_GANG",
     "DeviceLayout",
     "Gang",
     "GangOutcome",

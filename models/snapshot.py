@@ -505,9 +505,10 @@ class Snapshot(Frozen):
     """Everything one scheduling cycle sees.
 
     Raises (on construction) :class:`pydantic.ValidationError` for malformed fields and for
-    cross-reference problems (:meth:`problems`): a queue, level, node, layout or device
-    that does not exist, duplicate names, a device id used twice, device layouts whose
-    counts disagree with ``allocatable``, fractional extended resources.
+    cross-reference problems (:meth:`problems`): sizes above the bounds of
+    :mod:`gangplan.models.limits`, a queue, level, node, layout or device that does not
+    exist, duplicate names, a device id used twice, device layouts whose counts disagree
+    with ``allocatable``, fractional extended resources.
     """
 
     api_version: Literal["gangplan.io/v1alpha1"] = "gangplan.io/v1alpha1"
