@@ -285,14 +285,33 @@ class _Origin:
     name: str
 
 
+@dataclass
+class _Shared:
+    """A mistake shared by ``count`` members of one pool or running entry, ``origin`` the
+    first of them; ``rest`` the path inside the member."""
+
+    origin: _Origin
+    rest: str
+    message: str
+    count: int = 1
+
+    def problem(self) -> Problem:
+        o, n = self.origin, self.count
+        if n == 1:
+            who = f" ({o.label})" if o.label else ""
+        else:
+            who = f" ({o.label} and {n - 1:,} more)" if o.label else f" ({n:,} replicas)"
+        return Problem(f"{o.path}{who}{self.rest}", self.message)
+
+
 def _collapse(problems: list[Problem], origins: dict[str, list[_Origin]]) -> list[Problem]:
     """Rewrite ``nodes[37].x`` of the expanded snapshot to where node 37 came from in the
     file, and report a mistake shared by many members of one pool or running entry once:
     ``node_pools[0] (node 'p-0' and 49,999 more).x``, ``running[2] (12 replicas).node``.
     Members share a mistake when the path inside them and the message agree but for the
-    member's own name."""
-    out: list[Problem | list[Any]] = []
-    groups: dict[tuple[str, int, str, str], list[Any]] = {}
+    member's own name. The order is that of each mistake's first appearance."""
+    out: list[Problem | _Shared] = []
+    shared: dict[tuple[str, int, str, str], _Shared] = {}
     for problem in problems:
         found = _origin_of(problem.path, origins)
         if found is None:
@@ -303,25 +322,12 @@ def _collapse(problems: list[Problem], origins: dict[str, list[_Origin]]) -> lis
             out.append(Problem(origin.path + rest, problem.message))
             continue
         key = (section, origin.group, rest, problem.message.replace(repr(origin.name), "\0"))
-        if key in groups:
-            groups[key][2] += 1
-            continue
-        groups[key] = [origin, problem.message, 1, rest]
-        out.append(groups[key])
-    result = []
-    for item in out:
-        if isinstance(item, Problem):
-            result.append(item)
-            continue
-        origin, message, count, rest = item
-        if count == 1:
-            who = f" ({origin.label})" if origin.label else ""
-        elif origin.label:
-            who = f" ({origin.label} and {count - 1:,} more)"
+        if key in shared:
+            shared[key].count += 1
         else:
-            who = f" ({count:,} replicas)"
-        result.append(Problem(f"{origin.path}{who}{rest}", message))
-    return result
+            shared[key] = _Shared(origin, rest, problem.message)
+            out.append(shared[key])
+    return [p.problem() if isinstance(p, _Shared) else p for p in out]
 
 
 def _origin_of(path: str, origins: dict[str, list[_Origin]]) -> tuple[str, _Origin, str] | None:
