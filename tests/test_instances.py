@@ -253,6 +253,13 @@ def _shared_scenarios() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
 
 
 SCENARIOS = _shared_scenarios()
+PREEMPTION_CASES = {"11-preempt-idle-node", "12-preempt-whole-victim"}
+"""Cases that need preemption (running gangs as victims), which the instance format and the
+solver do not model yet: expected to fail until they do (strict, so the marker goes when
+they pass)."""
+_NOT_YET = pytest.mark.xfail(
+    strict=True, reason="preemption is not modelled yet (running pods are fixed)"
+)
 RESOURCE_NAMES = {"gpu": "nvidia.com/gpu", "rdma": "rdma/hca"}
 
 
@@ -277,10 +284,22 @@ def _running(case: dict[str, Any]) -> list[tuple[Any, ...]]:
 def test_every_shared_case_has_a_file() -> None:
     if not SCENARIOS:
         pytest.skip("../shared/cases is not beside the repository")
-    assert sorted(stem for stem, _, _ in SCENARIOS) == sorted(p.stem for p in CASE_FILES)
+    stems = {stem for stem, _, _ in SCENARIOS} - PREEMPTION_CASES
+    assert sorted(stems) == sorted(p.stem for p in CASE_FILES)
 
 
-@pytest.mark.parametrize(("stem", "case", "variant"), SCENARIOS, ids=[s for s, _, _ in SCENARIOS])
+@_NOT_YET
+def test_preemption_cases_have_files() -> None:
+    if not SCENARIOS:
+        pytest.skip("../shared/cases is not beside the repository")
+    assert {p.stem for p in CASE_FILES} >= PREEMPTION_CASES
+
+
+@pytest.mark.parametrize(
+    ("stem", "case", "variant"),
+    [pytest.param(*sc, marks=_NOT_YET) if sc[0] in PREEMPTION_CASES else sc for sc in SCENARIOS],
+    ids=[s for s, _, _ in SCENARIOS],
+)
 def test_case_file_is_faithful(stem: str, case: dict[str, Any], variant: dict[str, Any]) -> None:
     """Each case file says what its ../shared/cases scenario says, in our names and units."""
     path = CASES / f"{stem}.yaml"
