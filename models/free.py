@@ -18,6 +18,11 @@ amount, allocatable minus running pods, clamped at zero):
   milli-GPU) goes to the GPU it names, else to the partly used GPU listed lowest that has room,
   else to the lowest-listed whole GPU; a device shared beyond 1000 milli is clamped at 0
   with a warning. A pod left short of devices (a GPU or NIC lost) is a warning too.
+* **one rule**: the GPUs never offer more than the node's free total of the GPU resource —
+  free milli-GPU over all GPUs is cut to the free GPU amount, last-listed GPU first — so a
+  placer that counts devices and a verifier that counts totals agree. (NICs need no cut: a
+  pod takes at least as many NIC ids as it asks unless ids run out, so free ids never
+  exceed the free NIC amount.)
 """
 
 from __future__ import annotations
@@ -99,14 +104,31 @@ def _node_free(s: Snapshot, node: Node, warnings: list[str]) -> NodeFree:
     warnings.extend(_held_warnings(node, held))
     nics = _free_nics(s, node, layout, pods, warnings)
     gpu_milli = _free_gpu_milli(s, node, layout, pods, warnings)
+    resources = {res: max(0, amount - held.get(res, 0)) for res, amount in node.allocatable.items()}
+    _within_total(gpu_milli, resources.get(s.gpu, 0))
     return NodeFree(
-        resources={
-            res: max(0, amount - held.get(res, 0)) for res, amount in node.allocatable.items()
-        },
+        resources=resources,
         gpu_milli=gpu_milli,
         nics=frozenset(nics),
         running_gpu_milli=sum(pod.requests.get(s.gpu, 0) for pod in pods),
     )
+
+
+def _within_total(gpu_milli: dict[str, int], total: int) -> None:
+    """Lower the devices' free milli-GPU, last-listed device first, until they add up to at
+    most the node's free total (allocatable minus running requests, clamped at 0).
+
+    The two views disagree only when running pods hold more than the devices can show (a
+    GPU lost after the pods started: a pod left without its devices); the node total is the
+    one the kubelet enforces, so the devices never offer more than it (one free-capacity
+    rule for placers, the model and the verifier)."""
+    excess = sum(gpu_milli.values()) - total
+    for dev in reversed(list(gpu_milli)):
+        if excess <= 0:
+            return
+        cut = min(excess, gpu_milli[dev])
+        gpu_milli[dev] -= cut
+        excess -= cut
 
 
 def _held_warnings(node: Node, held: Counter[str]) -> Iterator[str]:

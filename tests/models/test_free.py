@@ -226,7 +226,10 @@ def test_running_shares_beyond_one_gpu_warn_and_clamp() -> None:
         ],
     )
     assert warnings == ["node 'n': GPU 'gpu-1' is shared beyond 1000 milli-GPU; free clamped at 0"]
-    assert snap.free("n").gpu_milli == {"gpu-0": 1000, "gpu-1": 0}
+    # the node's GPU resource is 2000 - 1200 = 800 free: the devices (1000 + 0) may not offer
+    # more, so the cut comes off the last-listed device with milli left: gpu-0 1000 -> 800
+    assert snap.free("n").resources == {GPU: 800}
+    assert snap.free("n").gpu_milli == {"gpu-0": 800, "gpu-1": 0}
 
 
 def test_a_node_without_running_pods_is_all_free() -> None:
@@ -339,16 +342,18 @@ def test_a_share_on_a_node_whose_gpus_are_all_taken() -> None:
             [],
         ),
         # shares beyond 1000 milli on one named device are clamped: 400 x 3 named on gpu-0:
-        # 1000 - 400 = 600, 200, then -200 -> 0 with one warning (for the third)
+        # 1000 - 400 = 600, 200, then -200 -> 0 with one warning (for the third); the GPU
+        # resource has 2000 - 1200 = 800 left, so gpu-1 offers 800, not 1000
         (
             [pod(x, ("gpu-0",), gpu="400m") for x in "abc"],
-            {"gpu-0": 0, "gpu-1": 1000},
+            {"gpu-0": 0, "gpu-1": 800},
             ["node 'n': GPU 'gpu-0' is shared beyond 1000 milli-GPU; free clamped at 0"],
         ),
-        # a fourth share named there warns again: 0 - 100 < 0
+        # a fourth share named there warns again: 0 - 100 < 0; the resource has 2000 - 1300
+        # = 700 left, which gpu-1 offers
         (
             [pod(x, ("gpu-0",), gpu="400m") for x in "abc"] + [pod("d", ("gpu-0",), gpu="100m")],
-            {"gpu-0": 0, "gpu-1": 1000},
+            {"gpu-0": 0, "gpu-1": 700},
             ["node 'n': GPU 'gpu-0' is shared beyond 1000 milli-GPU; free clamped at 0"] * 2,
         ),
     ],
@@ -363,13 +368,15 @@ def test_gpu_shares_on_the_implicit_layout(
 
 def test_shares_clamped_on_a_device_still_count_in_the_resource() -> None:
     # 400m x 3 on gpu-0 of 2 GPUs: the resource is 2000 - 1200 = 800 (no resource warning:
-    # 1200 <= 2000), though the devices show 0 + 1000; a GPU pod is placed by device, so the
-    # devices are the binding amount and the resource only a bound on the sum
+    # 1200 <= 2000); the devices would show 0 + 1000, but they never offer more than the
+    # node's total (the kubelet and kube-scheduler count the resource), so gpu-1 offers 800
     snap, _ = load(
         nodes=[{"name": "n", "allocatable": {GPU: 2}}],
         running=[pod(x, ("gpu-0",), gpu="400m") for x in "abc"],
     )
     assert snap.free("n").resources == {GPU: 800}
+    assert snap.free("n").gpu_milli == {"gpu-0": 0, "gpu-1": 800}
+    assert snap.free("n").whole_gpus == ()
     assert snap.free("n").running_gpu_milli == 1200
 
 
@@ -480,3 +487,17 @@ def test_every_named_nic_is_taken_even_beyond_the_request() -> None:
     assert warnings == []
     assert snap.free("n").nics == frozenset({"nic-2", "nic-3"})
     assert snap.free("n").resources == {NIC: 3000}
+
+
+def test_devices_never_offer_more_than_the_node_total() -> None:
+    # 1 GPU. "a" (500m) and "b" (1 GPU) name none; by name a takes gpu-0 (500 left), then b
+    # finds no whole GPU (a GPU lost). The GPU resource: 1000 - 1500 -> clamped 0. Before the
+    # one-rule cut the device offered 500 milli, so a placer could put a 250m share there
+    # that the node-total check refuses; now the device offers 0 as well.
+    snap, warnings = load(
+        nodes=[{"name": "n", "allocatable": {GPU: 1}}],
+        running=[pod("a", gpu="500m"), pod("b", gpu=1)],
+    )
+    assert snap.free("n").resources == {GPU: 0}
+    assert snap.free("n").gpu_milli == {"gpu-0": 0}
+    assert len(warnings) == 2
