@@ -32,7 +32,7 @@ from gangplan.adapters.traces.common import parse_window, split_gpus
 from gangplan.adapters.traces.jobs import convert_jobs, read_itp, read_philly, select_jobs
 from gangplan.models import Plan, Snapshot, load_instance
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it
 DATA = Path(
     os.environ.get("GANGPLAN_SHARED_DATA")

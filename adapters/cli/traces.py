@@ -1,6 +1,6 @@
 """``gangplan convert alibaba-gpu``, ``gangplan convert jobs-trace`` and ``gangplan generate
-fat-tree``: parse options, call :mod:`gangplan.adapters.traces` / :mod:`gangplan.adapters.generate`,
-write the instance.
+fat-tree``: parse options, call :mod:`gangplan.adapters.traces` (the converters and
+:mod:`~gangplan.adapters.traces.generate`), write the instance.
 
 The instance goes to ``-o FILE`` (YAML, or JSON by the ``.json`` suffix) or to stdout; a
 one-line summary and any warnings go to stderr. Bad input (a missing file, a wrong CSV
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import click
 
-from gangplan.adapters.cli_common import OUTPUT
-from gangplan.adapters.cli_convert import convert
+from gangplan.adapters.cli.common import OUTPUT
+from gangplan.adapters.cli.convert import convert
 from gangplan.adapters.files import InputError
-from gangplan.adapters.generate import LAYOUTS, GeneratorError, fat_tree
-from gangplan.adapters.trace_stats import TRACES
 from gangplan.adapters.traces.alibaba import convert_openb
 from gangplan.adapters.traces.common import Converted, instance_text, parse_window, write_text
+from gangplan.adapters.traces.generate import LAYOUTS, GeneratorError, fat_tree
 from gangplan.adapters.traces.jobs import FORMATS, convert_jobs
+from gangplan.adapters.traces.stats import TRACES
 from gangplan.models import Problem
 
 __all__ = ["alibaba_gpu", "convert", "fat_tree_command", "generate", "jobs_trace"]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gangplan.adapters.bench import BenchResult, Run
+from gangplan.adapters.bench.suites import BenchResult, Run
 
 __all__ = ["write_plots"]
 
@@ -164,7 +164,7 @@ def write_plots(result: BenchResult, out: Path) -> list[Path]:
             paths.append(path)
     raw = [x.raw for x in result.replay if x.raw is not None]
     if raw:
-        from gangplan.adapters.replay import write_plot
+        from gangplan.adapters.bench.replay import write_plot
 
         path = out / "replay.png"
         write_plot(raw, path, "Alibaba openb replay (mean over seeds)")

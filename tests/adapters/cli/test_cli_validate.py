@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 
 from gangplan.adapters.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 INSTANCES = ROOT / "instances"
 CASE_04 = INSTANCES / "cases" / "04-packing-order.yaml"
 CASE_10 = INSTANCES / "cases" / "10-gpu-resource-names.yaml"

@@ -1,6 +1,6 @@
 """``gangplan convert k8s DUMP...``: a Kubernetes dump becomes an instance file.
 
-Parses options, calls :func:`gangplan.adapters.kube_in.read_kube`, writes the instance to
+Parses options, calls :func:`gangplan.adapters.kube.read.read_kube`, writes the instance to
 ``-o FILE`` (YAML, or JSON by the ``.json`` suffix) or stdout, and prints on stderr the
 summary of what was not read, by kind and reason (``-v``: every entry). A missing dump
 path or a bad option value ends with ``error: ...`` naming it and exit code 1, never a
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import click
 
-from gangplan.adapters.cli_common import OUTPUT
-from gangplan.adapters.cli_convert import convert
+from gangplan.adapters.cli.common import OUTPUT
+from gangplan.adapters.cli.convert import convert
 from gangplan.adapters.files import dump_data
-from gangplan.adapters.kube_in import KubeInputError, KubeOptions, read_kube
-from gangplan.adapters.kube_summary import REASON_INVALID, REASON_NOT_AN_OBJECT
-from gangplan.adapters.kube_topology import PRESETS, TEMPLATES
+from gangplan.adapters.kube.read import KubeInputError, KubeOptions, read_kube
+from gangplan.adapters.kube.summary import REASON_INVALID, REASON_NOT_AN_OBJECT
+from gangplan.adapters.kube.topology import PRESETS, TEMPLATES
 from gangplan.models import instance_from_snapshot
 
 __all__ = ["convert", "k8s"]

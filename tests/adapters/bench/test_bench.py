@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gangplan.adapters.bench import SUITES, BenchResult, Skipped, evaluate_targets, philly_spec
-from gangplan.adapters.bench_report import METRICS, ratio
+from gangplan.adapters.bench.report import METRICS, ratio
+from gangplan.adapters.bench.suites import (
+    SUITES,
+    BenchResult,
+    Skipped,
+    evaluate_targets,
+    philly_spec,
+)
 from gangplan.adapters.cli import main
 from gangplan.solver.baselines import BASELINES
 

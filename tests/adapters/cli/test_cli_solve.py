@@ -78,7 +78,7 @@ def test_a_plan_file_must_be_a_plan(tmp_path: Path) -> None:
 
 def test_a_binary_file_inside_a_dump_folder_is_listed_not_fatal(tmp_path: Path) -> None:
     # docs/kubernetes.md: the content of a dump never makes the command fail
-    from gangplan.adapters.kube_in import KubeOptions, read_kube
+    from gangplan.adapters.kube.read import KubeOptions, read_kube
 
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00junk")
     (tmp_path / "node.yaml").write_text(

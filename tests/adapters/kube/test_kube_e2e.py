@@ -21,7 +21,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gangplan.adapters.bindings import (
+from gangplan.adapters.files import load_snapshot, write_snapshot
+from gangplan.adapters.kube.bindings import (
     DEVICE_ANNOTATION,
     BindRequest,
     InMemoryBinder,
@@ -30,15 +31,14 @@ from gangplan.adapters.bindings import (
     bindings_document,
     dump_bindings,
 )
-from gangplan.adapters.files import load_snapshot, write_snapshot
-from gangplan.adapters.kube_in import KubeOptions, KubeRead, read_kube
-from gangplan.adapters.kube_summary import REASON_GROUP_MISSING, REASON_POD_FINISHED
+from gangplan.adapters.kube.read import KubeOptions, KubeRead, read_kube
+from gangplan.adapters.kube.summary import REASON_GROUP_MISSING, REASON_POD_FINISHED
 from gangplan.models import Plan, Snapshot
 from gangplan.solver.cycle import solve_cycle
 from gangplan.solver.result import SolverConfig
 from gangplan.solver.verify import verify
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "k8s" / "small-cluster.yaml"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "k8s" / "small-cluster.yaml"
 GI = 2**30
 K8S_VERSION = "1.37"
 

@@ -50,8 +50,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from gangplan.adapters.kube_crds import Device, HyperNode, Topology
-from gangplan.adapters.kube_objects import KubeObject
+from gangplan.adapters.kube.crds import Device, HyperNode, Topology
+from gangplan.adapters.kube.objects import KubeObject
 from gangplan.models import GPU_MILLI, DeviceLayout, Level, NumaNode, PcieSwitch
 
 __all__ = [

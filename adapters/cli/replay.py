@@ -1,5 +1,5 @@
 """``gangplan replay alibaba``: the FGD paper's replay of the Alibaba openb trace
-(:mod:`gangplan.adapters.replay`). Parses options, runs each placer over the seeds, prints
+(:mod:`gangplan.adapters.bench.replay`). Parses options, runs each placer over the seeds, prints
 a table (mean ± std over the seeds); ``--json`` writes every run, ``--plot`` the curve of
 allocated against arrived GPU demand.
 """
@@ -15,8 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from gangplan.adapters.files import InputError
-from gangplan.adapters.replay import (
+from gangplan.adapters.bench.replay import (
     REPLAY_PLACERS,
     ReplayConfig,
     ReplayResult,
@@ -26,6 +25,7 @@ from gangplan.adapters.replay import (
     summary_rows,
     write_plot,
 )
+from gangplan.adapters.files import InputError
 from gangplan.adapters.traces.alibaba import read_openb_nodes, read_openb_pods
 
 __all__ = ["replay"]

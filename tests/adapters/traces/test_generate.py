@@ -20,12 +20,12 @@ from click.testing import CliRunner
 
 from gangplan.adapters.cli import main
 from gangplan.adapters.files import load_snapshot
-from gangplan.adapters.generate import GeneratorError, fat_tree, generate_fat_tree
-from gangplan.adapters.trace_stats import ITP_ELASTICFLOW, PHILLY
 from gangplan.adapters.traces.common import instance_text
+from gangplan.adapters.traces.generate import GeneratorError, fat_tree, generate_fat_tree
+from gangplan.adapters.traces.stats import ITP_ELASTICFLOW, PHILLY
 from gangplan.models import Snapshot
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it
 DATA = Path(
     os.environ.get("GANGPLAN_SHARED_DATA")

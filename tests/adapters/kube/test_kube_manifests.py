@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gangplan.adapters.kube_in import KubeOptions, KubeRead, read_kube
-from gangplan.adapters.kube_summary import (
+from gangplan.adapters.kube.read import KubeOptions, KubeRead, read_kube
+from gangplan.adapters.kube.summary import (
     REASON_DUPLICATE,
     REASON_GROUP_MISSING,
     REASON_INVALID,

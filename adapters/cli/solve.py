@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from gangplan.adapters.cli_common import OUTPUT, SECONDS
+from gangplan.adapters.cli.common import OUTPUT, SECONDS
 from gangplan.adapters.files import InputError, load_plan, load_snapshot
 
 __all__ = ["main"]
@@ -186,7 +186,7 @@ def solve(
         if output is not None:
             click.echo(f"plan written to {output}")
     elif fmt == "bindings":
-        from gangplan.adapters.bindings import bindings_document, dump_bindings
+        from gangplan.adapters.kube.bindings import bindings_document, dump_bindings
 
         # one YAML document per API body, in call order (kubectl and yaml tools read it)
         click.echo(dump_bindings(bindings_document(snapshot, result.plan)), nl=False)
@@ -218,14 +218,14 @@ def verify(instance: Path, plan: Path) -> None:
 
 # Command groups defined in their own modules, imported last (they import nothing from here).
 # Importing cli_traces also registers `convert alibaba-gpu` and `convert jobs-trace`.
-import gangplan.adapters.cli_kube  # noqa: E402, F401  (registers `convert k8s`)
-from gangplan.adapters.cli_convert import convert  # noqa: E402
-from gangplan.adapters.cli_traces import generate  # noqa: E402
+import gangplan.adapters.cli.k8s  # noqa: E402, F401  (registers `convert k8s`)
+from gangplan.adapters.cli.convert import convert  # noqa: E402
+from gangplan.adapters.cli.traces import generate  # noqa: E402
 
 main.add_command(convert)
 main.add_command(generate)
-main.add_command(__import__("gangplan.adapters.cli_bench", fromlist=["bench"]).bench)
-main.add_command(__import__("gangplan.adapters.cli_replay", fromlist=["replay"]).replay)
+main.add_command(__import__("gangplan.adapters.cli.bench", fromlist=["bench"]).bench)
+main.add_command(__import__("gangplan.adapters.cli.replay", fromlist=["replay"]).replay)
 
 
 if __name__ == "__main__":  # pragma: no cover

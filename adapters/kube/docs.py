@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from gangplan.adapters.kube_summary import REASON_NOT_AN_OBJECT, ReadSummary
+from gangplan.adapters.kube.summary import REASON_NOT_AN_OBJECT, ReadSummary
 
 __all__ = ["DUMP_SUFFIXES", "Document", "DumpError", "read_documents"]
 

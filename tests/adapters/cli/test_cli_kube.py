@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from gangplan.adapters.cli import main
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "k8s" / "small-cluster.yaml"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "k8s" / "small-cluster.yaml"
 
 
 def run(*args: str) -> Result:

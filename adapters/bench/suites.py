@@ -7,10 +7,10 @@ once (:func:`~gangplan.solver.cycle.run_baseline`), then CP-SAT once per time li
 (:func:`~gangplan.solver.cycle.solve_cycle`, which runs the baselines again for its
 incumbent: its wall time includes them). Every plan is checked by the independent verifier
 and measured by :func:`~gangplan.solver.metrics.plan_metrics`. The standard and large
-suites end with the Alibaba replay (:mod:`gangplan.adapters.replay`).
+suites end with the Alibaba replay (:mod:`gangplan.adapters.bench.replay`).
 
 Suites (issue 5, "The benchmark"; fat-trees of 8-GPU ``hgx8`` nodes from
-:func:`~gangplan.adapters.generate.generate_fat_tree`, seed 0, demand D = 1.3):
+:func:`~gangplan.adapters.traces.generate.generate_fat_tree`, seed 0, demand D = 1.3):
 
 ``small`` (CI, under 2 minutes)
     the embedded default instance and a 64-node fat-tree at 50% load; CP-SAT at 1 s.
@@ -24,7 +24,7 @@ Suites (issue 5, "The benchmark"; fat-trees of 8-GPU ``hgx8`` nodes from
 Instances and the replay read ``../shared/data`` (the real traces; ``$GANGPLAN_SHARED_DATA``
 or ``--data`` elsewhere); when it is absent they are skipped and the report says so.
 
-Outputs (:mod:`gangplan.adapters.bench_report`): ``report.md``, ``results.csv`` (one row per
+Outputs (:mod:`gangplan.adapters.bench.report`): ``report.md``, ``results.csv`` (one row per
 placer and instance, every metric), ``queues.csv`` (fairness per queue), ``replay.csv`` and
 PNG plots.
 """
@@ -152,7 +152,7 @@ def fat_tree_spec(nodes: int, load: float, demand: float = 1.3, seed: int = 0) -
     shape = FAT_TREE_SHAPES[nodes]
 
     def build(_data: Path) -> Snapshot:
-        from gangplan.adapters.generate import generate_fat_tree
+        from gangplan.adapters.traces.generate import generate_fat_tree
 
         return generate_fat_tree(*shape, demand=demand, load=load, seed=seed)
 
@@ -168,8 +168,8 @@ def philly_spec(day: int = 40, load: float = 0.5, demand: float = 1.3) -> Instan
     job's VC is its queue)."""
 
     def build(data: Path) -> Snapshot:
-        from gangplan.adapters.generate import fat_tree
         from gangplan.adapters.traces.common import snapshot_of
+        from gangplan.adapters.traces.generate import fat_tree
         from gangplan.adapters.traces.jobs import jobs_instance, read_philly, select_jobs
 
         path = data / PHILLY_CSV
@@ -286,7 +286,7 @@ class ReplayRun:
     cycles: int
     statuses: dict[str, int]
     raw: Any = None
-    """the :class:`~gangplan.adapters.replay.ReplayResult` (for the plot)"""
+    """the :class:`~gangplan.adapters.bench.replay.ReplayResult` (for the plot)"""
 
 
 @dataclass
@@ -403,7 +403,7 @@ def _run_replay(
     if not nodes_csv.is_file() or not pods_csv.is_file():
         return [], f"{nodes_csv.parent} is absent (the openb trace lives in ../shared/data)"
     try:
-        from gangplan.adapters.replay import ReplayConfig, replay_pods
+        from gangplan.adapters.bench.replay import ReplayConfig, replay_pods
         from gangplan.adapters.traces.alibaba import read_openb_nodes, read_openb_pods
     except ImportError as err:  # the replay is not part of this build
         return [], f"the replay is not available in this build ({err})"

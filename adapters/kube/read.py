@@ -1,8 +1,8 @@
 """Kubernetes objects in: a cluster dump becomes a :class:`gangplan.models.Snapshot`.
 
 ``read_kube(paths, options)`` reads a v1 ``List`` (``kubectl get ... -o yaml|json``), a
-multi-document YAML, or a folder of manifests (:mod:`gangplan.adapters.kube_docs`), and
-returns the snapshot and a :class:`~gangplan.adapters.kube_summary.ReadSummary` of
+multi-document YAML, or a folder of manifests (:mod:`gangplan.adapters.kube.docs`), and
+returns the snapshot and a :class:`~gangplan.adapters.kube.summary.ReadSummary` of
 everything not read, by kind and reason. It never raises for the content of a dump: a
 document that is not an object, an invalid object, a kind gangplan does not read, a pod
 whose PodGroup is missing — each is listed. It raises :class:`KubeInputError` only for a
@@ -22,15 +22,15 @@ discovery)                                 ``cloud.google.com/gke-accelerator``,
                                            ``alibabacloud.com/gpu-card-model``, then a
                                            Koordinator Device's ``node.koordinator.sh/gpu-model``)
 node labels / HyperNodes / Kueue Topology  ``Snapshot.levels``, ``Node.domains``
-                                           (:mod:`~gangplan.adapters.kube_topology`)
+                                           (:mod:`~gangplan.adapters.kube.topology`)
 Koordinator ``Device``, ``--device-layout``  ``Node.devices``, ``Node.device_layout``
-pending ``Pod`` (no ``spec.nodeName``)     a pod of a ``Gang`` (:mod:`~gangplan.adapters.kube_pods`
+pending ``Pod`` (no ``spec.nodeName``)     a pod of a ``Gang`` (:mod:`~gangplan.adapters.kube.pods`
                                            for requests and constraints)
 bound ``Pod`` (``spec.nodeName``, not      ``RunningPod`` (devices from Koordinator's
 Succeeded/Failed)                          ``device-allocated`` annotation)
 PodGroups, Volcano/Kubeflow/batch jobs,    ``Gang`` with roles
-JobSets, ReplicaSets, ...                  (:mod:`~gangplan.adapters.kube_workloads`)
-Volcano ``Queue``, Kueue ``ClusterQueue``  ``Queue`` (:mod:`~gangplan.adapters.kube_queues`)
+JobSets, ReplicaSets, ...                  (:mod:`~gangplan.adapters.kube.workloads`)
+Volcano ``Queue``, Kueue ``ClusterQueue``  ``Queue`` (:mod:`~gangplan.adapters.kube.queues`)
 (``LocalQueue``, ``ResourceFlavor``),
 scheduler-plugins ``ElasticQuota``
 ``PriorityClass``, Kueue                   ``Gang.priority``, ``RunningPod.priority``
@@ -48,7 +48,7 @@ topology and role label) form one role, whose ``pod_names`` are the pods'. When 
 of a gang already run, they stay fixed and the pending ones form the gang with minimum
 ``max(1, minimum - running)``.
 
-Its queue: see :mod:`~gangplan.adapters.kube_queues`. A gang, running pod or node that the
+Its queue: see :mod:`~gangplan.adapters.kube.queues`. A gang, running pod or node that the
 snapshot's own checks still reject (e.g. a fractional extended resource) is removed and
 listed with the problem.
 """
@@ -64,10 +64,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gangplan.adapters import kube_workloads as wl
-from gangplan.adapters.kube_docs import DumpError, read_documents
-from gangplan.adapters.kube_objects import KubeObject, ObjectInvalid, Registry, read_objects
-from gangplan.adapters.kube_pods import (
+from gangplan.adapters.kube import workloads as wl
+from gangplan.adapters.kube.docs import DumpError, read_documents
+from gangplan.adapters.kube.objects import KubeObject, ObjectInvalid, Registry, read_objects
+from gangplan.adapters.kube.pods import (
     KOORD_GPU_OTHER,
     KOORD_GPU_PERCENT,
     KOORD_RDMA,
@@ -83,9 +83,9 @@ from gangplan.adapters.kube_pods import (
     required_terms,
     tolerations_of,
 )
-from gangplan.adapters.kube_queues import QueueBook
-from gangplan.adapters.kube_queues import quantities as _q
-from gangplan.adapters.kube_summary import (
+from gangplan.adapters.kube.queues import QueueBook
+from gangplan.adapters.kube.queues import quantities as _q
+from gangplan.adapters.kube.summary import (
     REASON_ASSUMED,
     REASON_FIELD_IGNORED,
     REASON_GANG_INCOMPLETE,
@@ -99,7 +99,7 @@ from gangplan.adapters.kube_summary import (
     REASON_READ_THROUGH_PODS,
     ReadSummary,
 )
-from gangplan.adapters.kube_topology import (
+from gangplan.adapters.kube.topology import (
     DeviceLayouts,
     LevelSource,
     OptionError,

@@ -34,10 +34,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gangplan.adapters import kube_workloads as wl
-from gangplan.adapters.kube_objects import KubeObject, Registry
-from gangplan.adapters.kube_pods import PodInfo
-from gangplan.adapters.kube_summary import (
+from gangplan.adapters.kube import workloads as wl
+from gangplan.adapters.kube.objects import KubeObject, Registry
+from gangplan.adapters.kube.pods import PodInfo
+from gangplan.adapters.kube.summary import (
     REASON_ASSUMED,
     REASON_FIELD_IGNORED,
     REASON_INVALID,

@@ -1,4 +1,5 @@
-"""``gangplan bench``: parse, call :func:`~gangplan.adapters.bench.run_suite`, write, render."""
+"""``gangplan bench``: parse, call :func:`~gangplan.adapters.bench.suites.run_suite`, write,
+render."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: b
     partial report. Exit 1 if any plan fails the verifier or a placer raises; unmet targets
     are reported, not errors.
     """
-    from gangplan.adapters.bench import SUITES, evaluate_targets, run_suite
-    from gangplan.adapters.bench_report import write_outputs
+    from gangplan.adapters.bench.report import write_outputs
+    from gangplan.adapters.bench.suites import SUITES, evaluate_targets, run_suite
 
     err = Console(stderr=True, highlight=False)
     result = run_suite(

@@ -2,7 +2,7 @@
 ``gangplan generate`` works without ``../shared``.
 
 Derived by ``scripts/derive_trace_stats.py`` from the files under ``../shared/data`` named
-below (``tests/adapters/test_generate.py`` re-derives them and checks these constants when
+below (``tests/adapters/traces/test_generate.py`` re-derives them and checks these constants when
 that folder is present). Counts are jobs; GPU-seconds are ``duration x GPUs`` summed over
 the jobs of each size.
 

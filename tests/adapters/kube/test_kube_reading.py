@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gangplan.adapters.kube_in import KubeInputError, KubeOptions, KubeRead, read_kube
-from gangplan.adapters.kube_summary import (
+from gangplan.adapters.kube.read import KubeInputError, KubeOptions, KubeRead, read_kube
+from gangplan.adapters.kube.summary import (
     REASON_DUPLICATE,
     REASON_FIELD_IGNORED,
     REASON_GANG_INCOMPLETE,
@@ -25,7 +25,7 @@ from gangplan.adapters.kube_summary import (
     REASON_OTHER_SCHEDULER,
     REASON_VERSION_NOT_READ,
 )
-from gangplan.adapters.kube_topology import PRESETS, OptionError, parse_topology_labels
+from gangplan.adapters.kube.topology import PRESETS, OptionError, parse_topology_labels
 
 GI = 2**30
 

@@ -1,4 +1,4 @@
-"""The Alibaba replay (adapters/replay.py): a small replay worked out by hand for each
+"""The Alibaba replay (adapters/bench/replay.py): a small replay worked out by hand for each
 placer, the arrival rules, each one-pod placer against its baseline run on a snapshot, the
 CP-SAT cycles, the CLI, and (when ../shared/data is there) one run on the real trace.
 
@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gangplan.adapters.cli import main
-from gangplan.adapters.replay import (
+from gangplan.adapters.bench.replay import (
     ReplayCluster,
     ReplayConfig,
     arrivals,
@@ -29,6 +28,7 @@ from gangplan.adapters.replay import (
     summary_rows,
     trace_workload,
 )
+from gangplan.adapters.cli import main
 from gangplan.adapters.traces.alibaba import OpenbPod, read_openb_nodes, read_openb_pods
 from gangplan.models import Gang, RunningPod, Snapshot, format_quantity
 from gangplan.solver.baselines import BASELINES, BaselineContext
@@ -36,7 +36,7 @@ from gangplan.solver.fairness import fair_shares
 from gangplan.solver.fgd import use_workload
 from gangplan.topology import build_topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it
 DATA = Path(
     os.environ.get("GANGPLAN_SHARED_DATA")

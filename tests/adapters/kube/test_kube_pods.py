@@ -11,8 +11,8 @@ from typing import Any
 import kubernetes.client as k8s
 import pytest
 
-from gangplan.adapters.kube_objects import ObjectInvalid, parse_official
-from gangplan.adapters.kube_pods import (
+from gangplan.adapters.kube.objects import ObjectInvalid, parse_official
+from gangplan.adapters.kube.pods import (
     PodProblem,
     effective_requests,
     joint_policy,

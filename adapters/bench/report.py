@@ -1,5 +1,5 @@
 """What ``gangplan bench`` writes: ``report.md``, ``results.csv``, ``queues.csv``,
-``replay.csv`` and the PNG plots (:mod:`gangplan.adapters.bench_plots`).
+``replay.csv`` and the PNG plots (:mod:`gangplan.adapters.bench.plots`).
 
 :data:`METRICS` is the one list of per-run metrics: the CSV has a column for each, the
 report a row for each in every instance's table, and the tests check both against it. The
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gangplan.adapters.bench import (
+from gangplan.adapters.bench.suites import (
     PUBLISHED_BEST_FIT,
     PUBLISHED_FGD,
     BenchResult,
@@ -744,7 +744,7 @@ def write_report(result: BenchResult, out: Path, plots: Sequence[Path] = ()) -> 
 
 def write_outputs(result: BenchResult, out: Path) -> list[Path]:
     """CSV files, plots and the report; returns the paths written."""
-    from gangplan.adapters.bench_plots import write_plots
+    from gangplan.adapters.bench.plots import write_plots
 
     paths = write_csv(result, out)
     plots = write_plots(result, out)

@@ -1,7 +1,7 @@
 """Turning documents into typed Kubernetes objects, one registry per dump.
 
 Core objects are validated with the official ``kubernetes`` client's models (pydantic,
-``kubernetes.client.V1Pod`` etc.), custom resources with :mod:`gangplan.adapters.kube_crds`.
+``kubernetes.client.V1Pod`` etc.), custom resources with :mod:`gangplan.adapters.kube.crds`.
 Two leniencies, both as the API server itself behaves and both listed in the summary:
 
 * a number where a quantity is expected (``cpu: 2`` in a manifest) is read as the quantity
@@ -29,9 +29,9 @@ from typing import Any
 import kubernetes.client as k8s
 from pydantic import BaseModel, ValidationError
 
-from gangplan.adapters import kube_crds as crds
-from gangplan.adapters.kube_docs import Document
-from gangplan.adapters.kube_summary import (
+from gangplan.adapters.kube import crds
+from gangplan.adapters.kube.docs import Document
+from gangplan.adapters.kube.summary import (
     REASON_ASSUMED,
     REASON_DUPLICATE,
     REASON_FIELD_IGNORED,

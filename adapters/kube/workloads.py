@@ -36,9 +36,9 @@ from typing import Any
 
 import kubernetes.client as k8s
 
-from gangplan.adapters.kube_crds import JobSet, KubeflowJob, VolcanoJob
-from gangplan.adapters.kube_objects import KubeObject, ObjectInvalid, parse_official
-from gangplan.adapters.kube_pods import GroupRef, PodInfo, TopologyRequest, epoch
+from gangplan.adapters.kube.crds import JobSet, KubeflowJob, VolcanoJob
+from gangplan.adapters.kube.objects import KubeObject, ObjectInvalid, parse_official
+from gangplan.adapters.kube.pods import GroupRef, PodInfo, TopologyRequest, epoch
 
 __all__ = [
     "LABEL_KUEUE_QUEUE",
