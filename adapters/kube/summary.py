@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Protocol
 
 __all__ = [
     "REASON_ASSUMED",
@@ -38,6 +39,7 @@ __all__ = [
     "REASON_POD_FINISHED",
     "REASON_READ_THROUGH_PODS",
     "REASON_VERSION_NOT_READ",
+    "Described",
     "Entry",
     "ReadSummary",
 ]
@@ -81,6 +83,18 @@ class Entry:
         return f"{self.source}: {who}: {self.reason}{tail}"
 
 
+class Described(Protocol):
+    """What the summary says of an object: where it came from, its kind and its name (a
+    :class:`~gangplan.adapters.kube.objects.KubeObject` is one)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def display_kind(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+
+
 @dataclass
 class ReadSummary:
     """Everything a dump held, sorted into read, skipped (with reasons) and notes."""
@@ -99,6 +113,14 @@ class ReadSummary:
         if entry not in self._seen:  # a workload's pods share their template's notes
             self._seen.add(entry)
             self.notes.append(entry)
+
+    def skip_object(self, obj: Described, reason: str, detail: str = "") -> None:
+        """:meth:`skip` for an object, by its source, kind and name."""
+        self.skip(obj.source, obj.display_kind, obj.key, reason, detail)
+
+    def note_object(self, obj: Described, reason: str, detail: str = "") -> None:
+        """:meth:`note` for an object, by its source, kind and name."""
+        self.note(obj.source, obj.display_kind, obj.key, reason, detail)
 
     def by_kind_and_reason(self, entries: list[Entry] | None = None) -> Counter[tuple[str, str]]:
         """Counts of ``(kind, reason)`` over ``entries`` (default: the skipped ones)."""

@@ -510,3 +510,127 @@ def test_volcano_task_minimums(
     }
     (g,) = dump(tmp_path, job).snapshot.gangs
     assert (g.min_member, {r.name: r.min_member for r in g.roles}) == expected
+
+
+# --------------------------------------------------------------------------- the snapshot's rules
+
+
+def _ask(p: dict[str, Any], **requests: str) -> dict[str, Any]:
+    """``p`` with these requests (and the same limits) in its one container."""
+    res = p["spec"]["containers"][0]["resources"]
+    res["requests"] = {**res["requests"], **requests}
+    res["limits"] = {**res.get("limits", {}), **requests}
+    return p
+
+
+def test_objects_the_snapshot_rejects_are_dropped_one_by_one(tmp_path: Path) -> None:
+    bad_node = node("n2", gpus=8)
+    bad_node["status"]["allocatable"]["example.com/fpga"] = "500m"
+    r = dump(
+        tmp_path,
+        node("n1", gpus=8),  # items[0]
+        bad_node,  # items[1]: half an FPGA (extended resources are whole units)
+        pod("ok", gpus=1),  # items[2]
+        _ask(pod("half-fpga"), **{"example.com/fpga": "500m"}),  # items[3]: half an FPGA
+        _ask(pod("gpu-1500"), **{"nvidia.com/gpu": "1500m"}),  # items[4]: 1.5 GPUs
+        pod("on-n2", node_name="n2"),  # items[5]: its node is dropped
+        pod("on-n1", node_name="n1"),  # items[6]
+    )
+    # the rest converts
+    s = r.snapshot
+    assert [n.name for n in s.nodes] == ["n1"]
+    assert [g.name for g in s.gangs] == ["ok"]
+    assert [p.name for p in s.running] == ["on-n1"]
+    # each bad object is listed once, under its own document, with the field and the rule
+    src = f"{tmp_path / 'dump.yaml'}#0.items"
+    got = {(e.source, e.kind, e.name, e.reason): e.detail for e in r.summary.skipped}
+    assert got == {
+        (f"{src}[1]", "Node", "n2", REASON_INVALID): (
+            "allocatable.example.com/fpga: 500m is not a whole number; extended resources are "
+            "counted in whole units (only the GPU resource takes a share such as 500m)"
+        ),
+        (f"{src}[3]", "Gang", "default/half-fpga", REASON_INVALID): (
+            "roles[0].requests.example.com/fpga: 500m is not a whole number; extended "
+            "resources are counted in whole units (only the GPU resource takes a share such "
+            "as 500m)"
+        ),
+        (f"{src}[4]", "Gang", "default/gpu-1500", REASON_INVALID): (
+            "roles[0].requests.nvidia.com/gpu: 1500m GPUs: a pod asks a share of one GPU "
+            "(below 1) or whole GPUs, not both"
+        ),
+        (f"{src}[5]", "Pod", "default/on-n2", REASON_NODE_MISSING): (
+            "spec.nodeName 'n2' (the Node is in the dump but invalid: listed)"
+        ),
+    }
+
+
+def test_a_device_held_twice_drops_the_later_pod(tmp_path: Path) -> None:
+    def holding(name: str, gpu: int) -> dict[str, Any]:
+        alloc = json.dumps({"gpu": [{"id": f"gpu-{gpu}"}]})
+        ann = {"scheduling.koordinator.sh/device-allocated": alloc}
+        return pod(name, node_name="n1", gpus=1, annotations=ann)
+
+    r = dump(tmp_path, node("n1", gpus=4), holding("a", 2), holding("b", 2), holding("c", 3))
+    # a whole GPU is one pod's: b asks gpu-2, which a holds; c's gpu-3 is free
+    assert [(p.name, p.devices) for p in r.snapshot.running] == [
+        ("a", ("gpu-2",)),
+        ("c", ("gpu-3",)),
+    ]
+    (e,) = r.summary.skipped
+    assert (e.kind, e.name, e.reason, e.detail) == (
+        "Pod",
+        "default/b",
+        REASON_INVALID,
+        "devices: device 'gpu-2' on node 'n1' is already held by 'a'",
+    )
+
+
+def test_pod_names_taken_in_a_namespace_drop_the_later_gang(tmp_path: Path) -> None:
+    def kubeflow(kind: str) -> dict[str, Any]:
+        replicas = {
+            "Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}
+        }
+        field = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}[kind]
+        return {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": kind,
+            "metadata": {"name": "t", "namespace": "default"},
+            "spec": {field: replicas},
+        }
+
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "default"},
+        "spec": {"parallelism": 2, "template": {"spec": {"containers": [{"name": "c"}]}}},
+    }
+    r = dump(
+        tmp_path,
+        node("n1"),
+        pod("j-0", node_name="n1"),  # the name the Job's controller gives its first pod
+        job,  # pods j-0 and j-1, each a gang of one: j-0 is taken by the running pod
+        kubeflow("PyTorchJob"),  # gang t, pods t-worker-0 and t-worker-1
+        kubeflow("TFJob"),  # gang t as well (renamed t-2), with the same pod names
+    )
+    s = r.snapshot
+    assert [p.name for p in s.running] == ["j-0"]
+    assert sorted((g.name, g.roles[0].pod_names) for g in s.gangs) == [
+        ("j-1", ("j-1",)),
+        ("t", ("t-worker-0", "t-worker-1")),
+    ]
+    by_kind = {e.kind: e for e in r.summary.skipped}
+    assert set(by_kind) == {"Job.batch", "Gang"}
+    assert by_kind["Job.batch"].reason == REASON_INVALID
+    assert by_kind["Job.batch"].detail.startswith(
+        "predicted pod default/j-0: the name is also used by the Pod of "
+    )
+    taken = by_kind["Gang"]
+    assert (taken.name, taken.reason) == ("default/t-2", REASON_INVALID)
+    assert taken.detail == (
+        "roles[0].pod_names: pod name default/t-worker-0 is also used by gang default/t; "
+        "roles[0].pod_names: pod name default/t-worker-1 is also used by gang default/t "
+        "(pod names must be unique in a namespace)"
+    )
+    # only the gangs kept are listed as predicted from workloads (j's pods, without a Kueue
+    # queue label, are independent pods, not a gang)
+    assert s.metadata["kubernetes"]["predicted_gangs"] == ["default/t"]
