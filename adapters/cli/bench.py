@@ -3,16 +3,17 @@ render."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
 
+from gangplan.adapters.cli.common import UserError, main
+
 __all__ = ["bench"]
 
 
-@click.command()
+@main.command()
 @click.option(
     "--suite",
     type=click.Choice(["small", "standard", "large"]),
@@ -69,10 +70,13 @@ def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: b
     for t in evaluate_targets(result):
         mark = "not measured" if t.met is None else ("met" if t.met else "NOT met")
         click.echo(f"target {mark}: {t.text}")
-    bad = [r for r in result.runs if not r.verified]
-    for r in bad:
-        click.echo(f"error: {r.instance.name} {r.placer}: {r.violations[0]}", err=True)
-    for what, why in result.errors:
-        click.echo(f"error: {what}: {why}", err=True)
-    if bad or result.errors:
-        sys.exit(1)
+    errors = [
+        *(
+            f"{r.instance.name} {r.placer}: {r.violations[0]}"
+            for r in result.runs
+            if not r.verified
+        ),
+        *(f"{what}: {why}" for what, why in result.errors),
+    ]
+    if errors:
+        raise UserError(errors)

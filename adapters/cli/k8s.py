@@ -11,20 +11,25 @@ message`` line); otherwise what cannot be read is listed and the rest converted.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from gangplan.adapters.cli.common import OUTPUT
+from gangplan.adapters.cli.common import (
+    OUTPUT,
+    UserError,
+    echo_warnings,
+    problems_found,
+    user_errors,
+)
 from gangplan.adapters.cli.convert import convert
-from gangplan.adapters.files import dump_data
-from gangplan.adapters.kube.read import KubeInputError, KubeOptions, read_kube
+from gangplan.adapters.files import dump_data, write_text_atomically
+from gangplan.adapters.kube.read import KubeOptions, read_kube
 from gangplan.adapters.kube.summary import REASON_INVALID, REASON_NOT_AN_OBJECT
 from gangplan.adapters.kube.topology import PRESETS, TEMPLATES
 from gangplan.models import instance_from_snapshot
 
-__all__ = ["convert", "k8s"]
+__all__ = ["k8s"]
 
 
 @convert.command("k8s")
@@ -100,23 +105,16 @@ def k8s(
         nic_resource=nic_resource,
         default_queue=default_queue,
     )
-    try:
+    with user_errors():
         result = read_kube(list(dump), options)
-    except KubeInputError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(1)
     snap = result.snapshot
     if strict:
         bad = [
             e for e in result.summary.skipped if e.reason in (REASON_INVALID, REASON_NOT_AN_OBJECT)
         ]
         if bad:
-            for e in bad:
-                click.echo(f"error: {e}", err=True)
-            click.echo(f"{len(bad)} problem{'s' if len(bad) != 1 else ''} found", err=True)
-            sys.exit(1)
-    for w in result.warnings():
-        click.echo(f"warning: {w}", err=True)
+            raise UserError(map(str, bad), problems_found(len(bad)))
+    echo_warnings(result.warnings())
     for line in result.summary.lines(details=-1 if verbose else 3):
         click.echo(line, err=True)
     fmt = "json" if output is not None and output.suffix.lower() == ".json" else "yaml"
@@ -132,12 +130,6 @@ def k8s(
         click.echo(text, nl=False)
         click.echo(f"instance: {counts}", err=True)
     else:
-        from gangplan.adapters.files import InputError, write_text_atomically
-
-        try:
+        with user_errors(counted=False):
             write_text_atomically(output, text)
-        except InputError as err:
-            for line in err.lines():
-                click.echo(f"error: {line}", err=True)
-            sys.exit(1)
         click.echo(f"wrote {output}: {counts}", err=True)

@@ -25,7 +25,7 @@ from gangplan.adapters.bench.replay import (
     summary_rows,
     write_plot,
 )
-from gangplan.adapters.files import InputError
+from gangplan.adapters.cli.common import main, user_errors
 from gangplan.adapters.traces.alibaba import read_openb_nodes, read_openb_pods
 
 __all__ = ["replay"]
@@ -45,7 +45,7 @@ def _progress(placer: str, seed: int) -> Callable[[int, int], None]:
     return report
 
 
-@click.group()
+@main.group()
 def replay() -> None:
     """Replay a trace pod by pod and measure the GPUs allocated."""
 
@@ -172,13 +172,9 @@ def alibaba(
         time_limit_s=time_limit,
         workers=workers,
     )
-    try:
+    with user_errors(counted=False):
         nodes = read_openb_nodes(nodes_csv)
         pods = read_openb_pods(pods_csv)
-    except InputError as err:
-        for line in err.lines():
-            click.echo(f"error: {line}", err=True)
-        sys.exit(1)
     results: list[ReplayResult] = []
     for placer in placers or ("greedy", "fgd", "topology-fit"):
         for seed in range(first_seed, first_seed + seeds):

@@ -1,63 +1,34 @@
-"""The ``gangplan`` command line (click): parses options, calls, renders. No logic lives here.
-
-User mistakes (a missing file, a bad field, an unknown option value) end with a message
-naming the file, the object and the field, and exit code 1 — never a traceback.
-"""
+"""``gangplan validate``, ``schema``, ``solve`` and ``verify``: an instance file in, a plan
+(or its check) out. Each parses options, calls :mod:`gangplan.solver`, renders."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 
-from gangplan.adapters.cli.common import OUTPUT, SECONDS
-from gangplan.adapters.files import InputError, load_plan, load_snapshot
+from gangplan.adapters.cli.common import (
+    OUTPUT,
+    SECONDS,
+    UserError,
+    echo_warnings,
+    main,
+    user_errors,
+)
+from gangplan.adapters.files import load_plan, load_snapshot
+from gangplan.solver.cycle import PLACERS
 
-__all__ = ["main"]
+__all__ = ["schema", "solve", "validate", "verify"]
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def user_errors(func: F) -> F:
-    """Turn input errors into ``file: path: message`` lines on stderr and exit 1."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except InputError as err:
-            for line in err.lines():
-                click.echo(f"error: {line}", err=True)
-            n = len(err.problems)
-            click.echo(f"{n} problem{'s' if n != 1 else ''} found", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def echo_warnings(warnings: list[str]) -> None:
-    for w in warnings:
-        click.echo(f"warning: {w}", err=True)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="gangplan")
-def main() -> None:
-    """gangplan: gang-atomic, RDMA-local, fair batch placement for Kubernetes GPU clusters."""
+_INSTANCE = click.Path(dir_okay=False, path_type=Path)
 
 
 @main.command()
-@click.argument("instance", type=click.Path(dir_okay=False, path_type=Path), required=False)
-@user_errors
+@click.argument("instance", type=_INSTANCE, required=False)
+@user_errors()
 def validate(instance: Path | None) -> None:
     """Check an instance file and list every problem at once (exit 1 if any)."""
     snapshot, warnings = load_snapshot(instance)
@@ -72,23 +43,22 @@ def validate(instance: Path | None) -> None:
 
 @main.command()
 @click.option("-o", "--output", type=OUTPUT, help="write here")
-@user_errors
+@user_errors()
 def schema(output: Path | None) -> None:
     """Print the instance file's JSON Schema (generated from the models)."""
+    from gangplan.adapters.files import write_text_atomically
     from gangplan.models import InstanceFile
 
     text = json.dumps(InstanceFile.model_json_schema(by_alias=True), indent=2) + "\n"
     if output is None:
         click.echo(text, nl=False)
     else:
-        from gangplan.adapters.files import write_text_atomically
-
         write_text_atomically(output, text)
         click.echo(f"wrote {output}")
 
 
 @main.command()
-@click.argument("instance", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.argument("instance", type=_INSTANCE, required=False)
 @click.option(
     "--time-limit",
     "time_limit",
@@ -119,12 +89,7 @@ def schema(output: Path | None) -> None:
     is_flag=True,
     help="one worker, fixed seed, deterministic time limit (repeatable runs)",
 )
-@click.option(
-    "--placer",
-    type=click.Choice(["cpsat", "greedy", "topology-fit", "fgd"]),
-    default="cpsat",
-    show_default=True,
-)
+@click.option("--placer", type=click.Choice(PLACERS), default="cpsat", show_default=True)
 @click.option(
     "--previous",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -144,7 +109,7 @@ def schema(output: Path | None) -> None:
     show_default=True,
     help="what to print",
 )
-@user_errors
+@user_errors()
 def solve(
     instance: Path | None,
     time_limit: float,
@@ -158,6 +123,7 @@ def solve(
 ) -> None:
     """Plan one scheduling cycle for INSTANCE (default: the embedded default instance)."""
     from gangplan.adapters.files import dump_data, plan_data, write_plan
+    from gangplan.adapters.kube.bindings import bindings_document, dump_bindings
     from gangplan.adapters.render import render_plan
     from gangplan.solver.cycle import run_baseline, solve_cycle
     from gangplan.solver.result import SolverConfig
@@ -171,23 +137,15 @@ def solve(
         )
         result = solve_cycle(snapshot, prev, cfg)
     else:
-        try:
-            result = run_baseline(snapshot, placer, prev)
-        except KeyError:
-            raise click.UsageError(f"placer {placer!r} is not available in this build") from None
+        result = run_baseline(snapshot, placer, prev)
     if output is not None:
         write_plan(result.plan, output)
     if fmt == "table":
-        render_plan(
-            snapshot,
-            result.plan,
-            Console(highlight=False, width=None if sys.stdout.isatty() else 200),
-        )
+        console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        render_plan(snapshot, result.plan, console)
         if output is not None:
             click.echo(f"plan written to {output}")
     elif fmt == "bindings":
-        from gangplan.adapters.kube.bindings import bindings_document, dump_bindings
-
         # one YAML document per API body, in call order (kubectl and yaml tools read it)
         click.echo(dump_bindings(bindings_document(snapshot, result.plan)), nl=False)
     else:
@@ -195,9 +153,9 @@ def solve(
 
 
 @main.command()
-@click.argument("instance", type=click.Path(dir_okay=False, path_type=Path))
-@click.argument("plan", type=click.Path(dir_okay=False, path_type=Path))
-@user_errors
+@click.argument("instance", type=_INSTANCE)
+@click.argument("plan", type=_INSTANCE)
+@user_errors()
 def verify(instance: Path, plan: Path) -> None:
     """Check PLAN against every hard constraint of INSTANCE; print violations and the score."""
     from gangplan.solver.score import score
@@ -211,22 +169,5 @@ def verify(instance: Path, plan: Path) -> None:
         click.echo(f"violation: {v}")
     click.echo(f"score: {score(snapshot, p)}")
     if violations:
-        click.echo(f"{len(violations)} violations", err=True)
-        sys.exit(1)
+        raise UserError([], f"{len(violations)} violations")
     click.echo("plan is valid")
-
-
-# Command groups defined in their own modules, imported last (they import nothing from here).
-# Importing cli_traces also registers `convert alibaba-gpu` and `convert jobs-trace`.
-import gangplan.adapters.cli.k8s  # noqa: E402, F401  (registers `convert k8s`)
-from gangplan.adapters.cli.convert import convert  # noqa: E402
-from gangplan.adapters.cli.traces import generate  # noqa: E402
-
-main.add_command(convert)
-main.add_command(generate)
-main.add_command(__import__("gangplan.adapters.cli.bench", fromlist=["bench"]).bench)
-main.add_command(__import__("gangplan.adapters.cli.replay", fromlist=["replay"]).replay)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
