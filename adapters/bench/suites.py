@@ -502,7 +502,7 @@ def run_suite(
     workers: int = 2,
     console: Console | None = None,
     progress: bool = True,
-    checkpoint: Callable[[BenchResult], None] | None = None,
+    checkpoint: Callable[[BenchResult], object] | None = None,
 ) -> BenchResult:
     """Run every placer on every instance of ``suite`` (and its replay) in this process.
 

@@ -312,7 +312,8 @@ def _read_one(doc: Document, summary: ReadSummary) -> KubeObject | None:
     group, version = _split_api_version(str(data["apiVersion"]))
     kind = str(data["kind"])
     shown = display_kind(group, kind)
-    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    raw_meta = data.get("metadata")
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     raw_name = str(meta.get("name") or meta.get("generateName") or "")
     spec = KINDS.get((group, kind))
     if spec is None:

@@ -158,7 +158,7 @@ class QueueBook:
             if q is not None:
                 self._define(obj, obj.name, q)
                 self.cq_flavors[obj.name] = flavors
-        self.local_queues = {
+        self.local_queues: dict[tuple[str, str], str] = {
             (o.namespace, o.name): o.model.spec.cluster_queue
             for o in self.reg.of("kueue.x-k8s.io", "LocalQueue")
         }
@@ -289,9 +289,9 @@ class QueueBook:
                     )
                     for ls in label_sets
                 ]
-                existing = [NodeSelectorTerm.model_validate(t) for t in role["node_affinity"]] or [
-                    None
-                ]
+                existing: list[NodeSelectorTerm | None] = [
+                    NodeSelectorTerm.model_validate(t) for t in role["node_affinity"]
+                ] or [None]
                 role["node_affinity"] = [
                     (
                         t

@@ -312,9 +312,9 @@ def _kubeflow(obj: KubeObject) -> Expansion:
 
 
 def _job_pods(spec: Any) -> int:
-    parallelism = 1 if spec.parallelism is None else spec.parallelism
+    parallelism = 1 if spec.parallelism is None else int(spec.parallelism)
     if spec.completions is not None:
-        return min(parallelism, spec.completions)
+        return min(parallelism, int(spec.completions))
     return parallelism
 
 
