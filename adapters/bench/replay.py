@@ -1,4 +1,4 @@
-"""The Alibaba replay: the FGD paper's protocol on its trace (issue 5, "The Alibaba replay").
+"""The Alibaba replay: the FGD paper's protocol on its trace (docs/replay.md).
 
 Protocol (Weng et al., "Beware of Fragmentation", USENIX ATC '23, §6; its simulator
 github.com/hkust-adsl/kubernetes-scheduler-simulator):
@@ -21,7 +21,7 @@ github.com/hkust-adsl/kubernetes-scheduler-simulator):
    the end (130%), and the curve of allocated against arrived (one point per percent).
 
 Placers, one pod at a time (what each baseline of :mod:`gangplan.solver.baselines` does for
-a gang of one pod; ``tests/adapters/test_replay.py`` checks each against the baseline run on
+a gang of one pod; ``tests/adapters/bench/test_replay.py`` checks each against the baseline run on
 a snapshot):
 
 ``greedy``

@@ -35,15 +35,13 @@ Value = float | int | str | None
 
 @dataclass(frozen=True)
 class Metric:
-    """One per-run metric: CSV column ``key``, report ``label``, ``unit``, how to read it,
-    which way is better (``higher``, ``lower`` or ``""``), and whether the summary gives it
-    as a ratio."""
+    """One per-run metric: CSV column ``key``, report ``label``, ``unit``, how to read it
+    from a run, and how to show it."""
 
     key: str
     label: str
     unit: str
     get: Callable[[Run], Value]
-    better: str = ""
     kind: str = "number"
     """``number``, ``count``, ``share`` (0..1, shown in %), ``gap`` (shown in %), ``text``"""
 
@@ -63,14 +61,13 @@ def _by_priority(r: Run) -> str:
 METRICS: tuple[Metric, ...] = (
     Metric("status", "status", "", lambda r: r.status, kind="text"),
     Metric("verified", "plan verified", "", lambda r: "yes" if r.verified else "NO", kind="text"),
-    Metric("wall_time_s", "wall time", "s", lambda r: r.wall_time_s, "lower"),
-    Metric("gpus_placed", "GPUs placed", "GPUs", lambda r: r.metrics.gpus_placed, "higher"),
+    Metric("wall_time_s", "wall time", "s", lambda r: r.wall_time_s),
+    Metric("gpus_placed", "GPUs placed", "GPUs", lambda r: r.metrics.gpus_placed),
     Metric(
         "placed_of_demand",
         "GPUs placed / demand",
         "%",
         lambda r: r.metrics.placed_of_demand,
-        "higher",
         "share",
     ),
     Metric(
@@ -78,7 +75,6 @@ METRICS: tuple[Metric, ...] = (
         "GPUs placed / free",
         "%",
         lambda r: r.metrics.placed_of_free,
-        "higher",
         "share",
     ),
     Metric(
@@ -86,7 +82,6 @@ METRICS: tuple[Metric, ...] = (
         "gangs admitted",
         "gangs",
         lambda r: r.metrics.gangs_admitted,
-        "higher",
         "count",
     ),
     Metric(
@@ -101,7 +96,6 @@ METRICS: tuple[Metric, ...] = (
         "multi-pod gangs admitted",
         "gangs",
         lambda r: r.metrics.multi_pod_gangs,
-        "",
         "count",
     ),
     Metric(
@@ -109,7 +103,6 @@ METRICS: tuple[Metric, ...] = (
         "spread over minimum, sum",
         "leaves",
         lambda r: r.metrics.spread_over_min,
-        "lower",
         "count",
     ),
     Metric(
@@ -117,14 +110,12 @@ METRICS: tuple[Metric, ...] = (
         "spread over minimum, mean",
         "leaves per gang",
         lambda r: r.metrics.mean_spread_over_min,
-        "lower",
     ),
     Metric(
         "spread_gangs",
         "gangs on more leaves than needed",
         "gangs",
         lambda r: r.metrics.spread_gangs,
-        "lower",
         "count",
     ),
     Metric(
@@ -132,7 +123,6 @@ METRICS: tuple[Metric, ...] = (
         "multi-pod gangs that fit one leaf",
         "gangs",
         lambda r: r.metrics.one_leaf_fit,
-        "",
         "count",
     ),
     Metric(
@@ -140,7 +130,6 @@ METRICS: tuple[Metric, ...] = (
         "... and got one leaf",
         "gangs",
         lambda r: r.metrics.one_leaf_got,
-        "higher",
         "count",
     ),
     Metric(
@@ -148,7 +137,6 @@ METRICS: tuple[Metric, ...] = (
         "one-leaf share",
         "%",
         lambda r: r.metrics.one_leaf_share,
-        "higher",
         "share",
     ),
     Metric(
@@ -156,30 +144,26 @@ METRICS: tuple[Metric, ...] = (
         "Jain's index of allocation / fair target",
         "1 = even",
         lambda r: r.metrics.jain,
-        "higher",
     ),
     Metric(
         "min_fair_ratio",
         "worst allocation / fair target",
         "",
         lambda r: r.metrics.min_fair_ratio,
-        "higher",
     ),
     Metric(
         "queues_below_target",
         "queues below fair target",
         "(class, queue)",
         lambda r: r.metrics.queues_below_target,
-        "lower",
         "count",
     ),
-    Metric("stranded_gpus", "stranded GPUs", "GPUs", lambda r: r.metrics.stranded_gpus, "lower"),
+    Metric("stranded_gpus", "stranded GPUs", "GPUs", lambda r: r.metrics.stranded_gpus),
     Metric(
         "partly_used_nodes",
         "partly used GPU nodes",
         "nodes",
         lambda r: r.metrics.partly_used_nodes,
-        "lower",
         "count",
     ),
     Metric(
@@ -187,7 +171,6 @@ METRICS: tuple[Metric, ...] = (
         "largest 8-GPU gang that fits, one leaf",
         "pods",
         lambda r: r.metrics.largest_8gpu_gang_leaf,
-        "higher",
         "count",
     ),
     Metric(
@@ -195,37 +178,21 @@ METRICS: tuple[Metric, ...] = (
         "largest 8-GPU gang that fits, anywhere",
         "pods",
         lambda r: r.metrics.largest_8gpu_gang_any,
-        "higher",
         "count",
     ),
-    Metric("variables", "model variables", "", _solve("variables"), "", "count"),
-    Metric("constraints", "model constraints", "", _solve("constraints"), "", "count"),
+    Metric("variables", "model variables", "", _solve("variables"), "count"),
+    Metric("constraints", "model constraints", "", _solve("constraints"), "count"),
     Metric(
         "throughput_gap",
         "throughput gap (p*.gpu_milli)",
         "%",
         _solve("throughput_gap"),
-        "lower",
         "gap",
     ),
-    Metric("max_gap", "largest gap of any tier", "%", _solve("max_gap"), "lower", "gap"),
-    Metric(
-        "open_tiers", "tiers not proven optimal", "tiers", _solve("open_tiers"), "lower", "count"
-    ),
+    Metric("max_gap", "largest gap of any tier", "%", _solve("max_gap"), "gap"),
+    Metric("open_tiers", "tiers not proven optimal", "tiers", _solve("open_tiers"), "count"),
 )
 """Every per-run metric, in report order (definitions: :mod:`gangplan.solver.metrics`)."""
-
-SUMMARY_RATIOS = (
-    "gpus_placed",
-    "gangs_admitted",
-    "one_leaf_share",
-    "spread_over_min",
-    "jain",
-    "stranded_gpus",
-    "largest_8gpu_gang_any",
-    "wall_time_s",
-)
-"""Metrics the summary gives as CP-SAT / best baseline."""
 
 
 # --------------------------------------------------------------------------- formatting
@@ -643,7 +610,7 @@ def _replay_section(result: BenchResult) -> list[str]:
             f"Our `fgd` at 130%: {100 * mean:.2f}%, against the published 95.39% "
             f"(FGD paper, 286 GPUs unallocated): {diff:+.2f} points"
             + (
-                " — more than a point: the issue's protocol differs from the paper's (all "
+                " — more than a point: gangplan's replay protocol differs from the paper's (all "
                 "1,523 nodes rather than the 1,213 GPU nodes, creation order rather than "
                 "shuffled, first-fit ties); docs/replay.md measures each difference."
                 if abs(diff) > 1

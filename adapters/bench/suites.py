@@ -1,4 +1,4 @@
-"""``gangplan bench``: every placer on every instance of a suite, in one process (issue 5).
+"""``gangplan bench``: every placer on every instance of a suite, in one process (docs/bench.md).
 
 A suite (:data:`SUITES`) lists instances, generated in-process and never written to the
 repository, and CP-SAT's time limits. For each instance, each baseline of
@@ -9,7 +9,7 @@ incumbent: its wall time includes them). Every plan is checked by the independen
 and measured by :func:`~gangplan.solver.metrics.plan_metrics`. The standard and large
 suites end with the Alibaba replay (:mod:`gangplan.adapters.bench.replay`).
 
-Suites (issue 5, "The benchmark"; fat-trees of 8-GPU ``hgx8`` nodes from
+Suites (fat-trees of 8-GPU ``hgx8`` nodes from
 :func:`~gangplan.adapters.traces.generate.generate_fat_tree`, seed 0, demand D = 1.3):
 
 ``small`` (CI, under 2 minutes)
@@ -578,7 +578,8 @@ def run_suite(
 
 @dataclass(frozen=True)
 class Target:
-    """One target of issue 5: its text, met (None: not measured in this run), evidence."""
+    """One benchmark target (a goal for the solver, never a test limit; the report's
+    "Targets" section lists them): its text, met (None: not measured in this run), evidence."""
 
     text: str
     met: bool | None
@@ -590,8 +591,8 @@ def _pct(x: float | None, digits: int = 1) -> str:
 
 
 def evaluate_targets(result: BenchResult) -> list[Target]:
-    """Each target of issue 5's "Targets" section, met or not, with the figures it rests on
-    (goals for the solver, never test limits)."""
+    """Each benchmark target, met or not, with the figures it rests on (goals for the
+    solver, never test limits)."""
     out: list[Target] = []
     cpsat = [r for r in result.runs if r.kind == "cpsat"]
 

@@ -251,9 +251,6 @@ class PodReader:
         except PodProblem as err:
             summary.skip_object(obj, REASON_NOT_MAPPED, str(err))
             return None
-        refs = [ref for ref in meta.owner_references or [] if ref.controller]
-        if refs:
-            pod.owner = (refs[0].kind, refs[0].name)
         if pod.node_name:
             try:
                 pod.devices = tuple(

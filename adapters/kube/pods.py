@@ -131,8 +131,6 @@ class PodInfo:
     topology: TopologyRequest | None = None
     joint: str | None = None
     devices: tuple[str, ...] = ()
-    virtual: bool = False
-    owner: tuple[str, str] | None = None
 
 
 def epoch(ts: Any) -> float | None:

@@ -427,7 +427,6 @@ def predicted_pod(
         where=tmpl.where,
         workload_labels=exp.labels,
     )
-    pod.virtual = True
     pod.role_hint = tmpl.role
     if exp.group is not None:
         pod.group = GroupRef(_workload_system(exp.obj), exp.obj.name)

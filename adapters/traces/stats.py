@@ -1,5 +1,5 @@
 """Job-size and queue histograms of real GPU job traces, embedded so that
-``gangplan generate`` works without ``../shared``.
+``gangplan generate`` works without the trace files.
 
 Derived by ``scripts/derive_trace_stats.py`` from the files under ``../shared/data`` named
 below (``tests/adapters/traces/test_generate.py`` re-derives them and checks these constants when
