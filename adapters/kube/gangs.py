@@ -97,12 +97,12 @@ class GangAssembler:
         self,
         reg: Registry,
         summary: ReadSummary,
+        *,
         options: KubeOptions,
         priorities: Priorities,
         queues: QueueBook,
         levels: LevelSource,
         node_devices: dict[str, set[str]],
-        *,
         invalid_nodes: frozenset[str] = frozenset(),
         add_pods: bool,
     ):

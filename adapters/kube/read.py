@@ -142,11 +142,11 @@ def _convert(
     assembler = GangAssembler(
         reg,
         summary,
-        opts,
-        priorities,
-        queues,
-        levels,
-        node_devices,
+        options=opts,
+        priorities=priorities,
+        queues=queues,
+        levels=levels,
+        node_devices=node_devices,
         invalid_nodes=frozenset(o.name for o in reg.of("", "Node")) - frozenset(node_devices),
         add_pods=bool(read) and all("pods" in n["allocatable"] for n in read.values()),
     )
