@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""Derive the job-size histograms that ``gangplan.adapters.trace_stats`` embeds.
+"""Derive the job-size histograms that ``gangplan.adapters.traces.stats`` embeds.
 
 Reads the real job traces in place, under ``../shared/data`` next to the repository (or
 the folder given as the first argument), and prints the dictionaries that
-``adapters/trace_stats.py`` holds, so that a change can be checked by eye and pasted:
+``adapters/traces/stats.py`` holds, so that a change can be checked by eye and pasted:
 
 * ``itp-elasticflow/cluster*.csv`` (Microsoft ITP, ElasticFlow ASPLOS '23; MIT license):
   jobs per GPU count, and GPU-seconds (``duration x num_gpu``) per GPU count;
 * ``pollux-philly-jobs/philly.csv`` (Microsoft Philly via the Pollux OSDI '21 artifact;
   data CC BY 4.0): the same two, and jobs per virtual cluster (``cluster``).
 
-Only the standard library is used; ``tests/adapters/test_generate.py`` imports
+Only the standard library is used; ``tests/adapters/traces/test_generate.py`` imports
 :func:`derive` and checks that the embedded constants equal its output.
 
 Usage: ``python scripts/derive_trace_stats.py [DATA_DIR]``

@@ -231,9 +231,9 @@ class PodShape:
 def split_gpus(gpus: int, per_node: int) -> tuple[PodShape, ...]:
     """Cut a job of ``gpus`` GPUs into pods for nodes of ``per_node`` GPUs.
 
-    The rule of issue 4 ("Real gang traces"): one pod of G GPUs when G <= P; otherwise
-    floor(G/P) pods of P GPUs, plus, when G is not a multiple of P, one pod with the
-    remainder (a second role). So 12 GPUs on 8-GPU nodes is 8 + 4, and 24 is 3 x 8. Every
+    The rule (docs/traces.md, "Philly and ITP job traces"): one pod of G GPUs when G <= P;
+    otherwise floor(G/P) pods of P GPUs, plus, when G is not a multiple of P, one pod with
+    the remainder (a second role). So 12 GPUs on 8-GPU nodes is 8 + 4, and 24 is 3 x 8. Every
     pod fits one node, and the job spans as few nodes as it can.
 
     Raises:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from gangplan.adapters.generate import generate_fat_tree
+from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.models import Gang, Role
 from gangplan.solver.state import ClusterState
 from gangplan.topology import build_topology

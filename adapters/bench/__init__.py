@@ -1,0 +1,1 @@
+"""Measuring placers: the benchmark suites, their report and plots, and the trace replay."""

@@ -1,0 +1,798 @@
+"""The Alibaba replay: the FGD paper's protocol on its trace (docs/replay.md).
+
+Protocol (Weng et al., "Beware of Fragmentation", USENIX ATC '23, §6; its simulator
+github.com/hkust-adsl/kubernetes-scheduler-simulator):
+
+1. **Cluster.** Every node of the node list (``openb_node_list_all_node.csv``: 1,523 nodes,
+   6,212 GPUs), empty at the start. Pods never leave.
+2. **Arrivals.** The pods of the pod list in ``creation_time`` order (ties in file order;
+   ``order="shuffle"``: a seeded shuffle, as the paper's runs do with ``--shuffle-pod``).
+   Then further pods drawn at random (seeded, with replacement) from the same list until
+   the next one would take the *arrived* GPU demand past ``target`` (1.3) times the
+   cluster's GPUs. The arrived demand counts every pod that arrived, placed or not:
+   ``gpu_milli`` for a share, 1000 per GPU otherwise, 0 for a CPU-only pod. (If the list
+   alone asked more than the target, it would be cut at the first pod past it.)
+3. **Placement.** Each pod is placed as it arrives, on one cluster state for the whole
+   replay (:class:`~gangplan.solver.state.ClusterState`; placing a pod changes one node,
+   nothing is rebuilt); a pod that fits nowhere is counted and dropped. Capacity counts
+   CPU, memory, GPUs and GPU models (``gpu_spec``), as the simulator's filters do.
+4. **Measure.** GPUs allocated = allocated milli-GPU / 1000; the report gives the share of
+   the cluster's GPUs allocated when the arrived demand first reaches 100% of them, and at
+   the end (130%), and the curve of allocated against arrived (one point per percent).
+
+Placers, one pod at a time (what each baseline of :mod:`gangplan.solver.baselines` does for
+a gang of one pod; ``tests/adapters/bench/test_replay.py`` checks each against the baseline run on
+a snapshot):
+
+``greedy``
+    Volcano binpack: the node with the highest binpack score (mean over the resources the pod
+    asks of (used + request) / allocatable), ties to the first in node order; the share goes
+    to the device with the least free milli-GPU that holds it.
+``topology-fit``
+    Kueue BestFit as :func:`~gangplan.solver.baselines.topology_fit` implements it: for one
+    pod the lowest level is the node, and the node with the least room (pods of this shape
+    it can still hold, counted up to 64) that holds it, ties by name.
+``fgd``
+    :mod:`gangplan.solver.fgd`, measured against the pod list's distribution of shapes
+    (every pod of the list, CPU-only pods included, the most frequent shapes covering
+    ``popularity`` = 95% of them, as the paper's runs set ``podPopularityThreshold``).
+``cpsat``
+    A different setting, reported apart: arrivals in cycles of ``batch`` (100) pods, each
+    cycle a :func:`~gangplan.solver.cycle.solve_cycle` (CP-SAT, ``time_limit_s`` = 1 s) on a
+    snapshot of the batch with everything placed so far as running pods. Batching reorders
+    the arrivals of a cycle; the FGD baseline of its incumbent pool uses the trace's
+    distribution; the statuses of the cycles (optimal / feasible / incumbent / fallback)
+    are counted.
+
+The paper's runs differ from this protocol in ways the report names (see ``docs`` and the
+replay's closing note): they use only the 1,213 GPU nodes (``openb_node_list_gpu_node``),
+shuffle the pod order, and break score ties at random.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from gangplan.adapters.traces.alibaba import (
+    QUEUE,
+    OpenbNode,
+    OpenbPod,
+    openb_instance,
+    read_openb_nodes,
+    read_openb_pods,
+)
+from gangplan.adapters.traces.common import snapshot_of
+from gangplan.models import (
+    GPU_MILLI,
+    Gang,
+    PodPlacement,
+    Role,
+    RunningPod,
+    Snapshot,
+    format_quantity,
+)
+from gangplan.models.quantity import CPU, MEMORY
+from gangplan.solver.baselines import _binpack_score
+from gangplan.solver.fgd import FgdScorer, PodShape, Workload, fgd_place, use_workload
+from gangplan.solver.state import ClusterState, DeviceChoice
+from gangplan.topology import build_topology
+
+__all__ = [
+    "REPLAY_PLACERS",
+    "Arrival",
+    "ReplayCluster",
+    "ReplayConfig",
+    "ReplayResult",
+    "ReplaySummary",
+    "arrivals",
+    "one_pod_placer",
+    "replay",
+    "replay_pods",
+    "result_data",
+    "summarize",
+    "summary_rows",
+    "trace_workload",
+    "write_plot",
+]
+
+REPLAY_PLACERS = ("greedy", "fgd", "topology-fit", "cpsat")
+"""Placers the replay knows; ``cpsat`` runs in batches (a different setting)."""
+
+MIB = 2**20
+ROOM_LIMIT = 64
+"""topology-fit counts a node's room for a pod up to this many pods (as the baseline)."""
+Order = Literal["creation", "shuffle"]
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """How a replay runs.
+
+    ``target``: arrived GPU demand to reach, as a share of the cluster's GPUs (1.3).
+    ``order``: ``creation`` (the pod list by ``creation_time``) or ``shuffle`` (seeded).
+    ``checkpoints``: arrived shares at which the allocated share is reported (1.0).
+    ``node_order``: ``file`` (the node list's order) or ``shuffle`` (a seeded permutation,
+    as the paper's runs): score ties go to the first node in this order.
+    ``popularity``: share of the list's pods whose shapes make FGD's workload (0.95).
+    ``quantize``: FGD compares the simulator's integer score (:mod:`gangplan.solver.fgd`).
+    ``limit``: only the first ``limit`` pods of the list (by arrival order), for short runs.
+    ``batch`` / ``time_limit_s`` / ``workers``: the CP-SAT cycles (pods per cycle, CP-SAT
+    seconds per cycle, search workers).
+    """
+
+    target: float = 1.3
+    order: Order = "creation"
+    checkpoints: tuple[float, ...] = (1.0,)
+    node_order: Literal["file", "shuffle"] = "file"
+    popularity: float = 0.95
+    quantize: bool = False
+    limit: int | None = None
+    batch: int = 100
+    time_limit_s: float = 1.0
+    workers: int = 2
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One arriving pod: the trace row it copies and its own name (``<name>-x<i>`` for the
+    pods drawn after the list)."""
+
+    pod: OpenbPod
+    name: str
+    extra: bool = False
+
+    @property
+    def gpu_milli(self) -> int:
+        """Its GPU demand in milli-GPU (0 for a CPU-only pod)."""
+        return self.pod.gpu_request_milli if self.pod.num_gpu else 0
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """One replay run. Shares are of the cluster's GPUs (``capacity_gpus``), 0..1.
+
+    ``allocated_at``: arrived share -> allocated share right after the first arrival that
+    reached it (for the checkpoints, e.g. 1.0), and ``final`` the allocated share at the
+    end (the target, 1.3). ``curve``: ``(arrived share, allocated share)`` each time the
+    arrived demand passes a whole percent, and at the end. ``statuses``: CP-SAT cycle
+    statuses (empty for the one-pod placers); ``cycle_times_s`` the wall time of each cycle
+    (snapshot, baselines, model, solve, reasons).
+    """
+
+    placer: str
+    seed: int
+    config: ReplayConfig
+    nodes: int
+    capacity_gpus: int
+    trace_pods: int
+    extra_pods: int
+    placed_pods: int
+    failed_pods: int
+    failed_gpu_milli: int
+    arrived_gpu_milli: int
+    allocated_gpu_milli: int
+    allocated_at: dict[float, float]
+    curve: tuple[tuple[float, float], ...]
+    wall_time_s: float
+    cycles: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    cycle_times_s: tuple[float, ...] = ()
+
+    @property
+    def final(self) -> float:
+        """Allocated share at the end."""
+        return self.allocated_gpu_milli / (GPU_MILLI * self.capacity_gpus)
+
+    @property
+    def arrived(self) -> float:
+        """Arrived demand at the end, as a share of the cluster's GPUs."""
+        return self.arrived_gpu_milli / (GPU_MILLI * self.capacity_gpus)
+
+    @property
+    def unallocated_gpus(self) -> float:
+        """GPUs left unallocated at the end."""
+        return self.capacity_gpus - self.allocated_gpu_milli / GPU_MILLI
+
+
+# --------------------------------------------------------------------------- the arrivals
+
+
+def trace_workload(pods: Sequence[OpenbPod], popularity: float = 0.95) -> Workload:
+    """FGD's target workload from a pod list: one count per pod (CPU-only pods included),
+    its GPU models from ``gpu_spec``, the most frequent shapes covering ``popularity``."""
+    return Workload.from_pods((_shape(p) for p in pods), popularity)
+
+
+def _shape(pod: OpenbPod) -> PodShape:
+    if pod.num_gpu == 0:
+        return PodShape(pod.cpu_milli, 0, 0)
+    if pod.is_share:
+        return PodShape(pod.cpu_milli, 1, pod.gpu_milli, tuple(sorted(pod.gpu_spec)))
+    return PodShape(pod.cpu_milli, pod.num_gpu, GPU_MILLI, tuple(sorted(pod.gpu_spec)))
+
+
+def arrivals(
+    pods: Sequence[OpenbPod],
+    capacity_gpus: int,
+    seed: int,
+    *,
+    target: float = 1.3,
+    order: Order = "creation",
+    limit: int | None = None,
+) -> list[Arrival]:
+    """The arrival sequence of the protocol (module docstring, step 2).
+
+    Args:
+        pods: the pod list.
+        capacity_gpus: the cluster's GPUs (the demand target is ``target`` x this x 1000).
+        seed: seeds the shuffle (``order="shuffle"``) and the draws after the list.
+        target: arrived demand to reach, a share of the cluster's GPUs.
+        order: ``creation`` or ``shuffle``.
+        limit: keep only the first ``limit`` pods of the list (after ordering).
+    """
+    rng = random.Random(seed)
+    if order == "creation":
+        listed = sorted(pods, key=lambda p: p.arrival)
+    elif order == "shuffle":
+        listed = sorted(pods, key=lambda p: p.name)
+        rng.shuffle(listed)
+    else:
+        raise ValueError(f"unknown order {order!r} (accepted: creation, shuffle)")
+    if limit is not None:
+        listed = listed[:limit]
+    goal = target * capacity_gpus * GPU_MILLI
+    out: list[Arrival] = []
+    arrived = 0
+    for p in listed:
+        a = Arrival(p, p.name)
+        if arrived + a.gpu_milli > goal:
+            return out
+        out.append(a)
+        arrived += a.gpu_milli
+    pool = sorted(listed, key=lambda p: p.name)
+    if not pool or not any(p.num_gpu for p in pool):
+        return out
+    i = 0
+    while True:
+        p = pool[rng.randrange(len(pool))]
+        a = Arrival(p, f"{p.name}-x{i}", extra=True)
+        if arrived + a.gpu_milli > goal:
+            return out
+        out.append(a)
+        arrived += a.gpu_milli
+        i += 1
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+class ReplayCluster:
+    """One snapshot of the nodes (no pods), its topology, and one
+    :class:`~gangplan.solver.state.ClusterState` for the whole replay.
+
+    Each distinct pod (requests and accepted GPU models) becomes one gang of one pod, built
+    once and reused; placing a pod updates only its node.
+    """
+
+    def __init__(self, nodes: Sequence[OpenbNode], *, leaf_size: int = 16):
+        data = openb_instance(nodes, [], leaf_size=leaf_size, use_qos=False, name="alibaba-replay")
+        self.snapshot, _ = snapshot_of("alibaba replay", data)
+        self.topo = build_topology(self.snapshot)
+        self.state = ClusterState(self.snapshot, self.topo)
+        self.capacity_gpus = sum(n.gpus for n in nodes)
+        self._gangs: dict[tuple[object, ...], Gang] = {}
+        self.by_name = tuple(sorted(n.name for n in self.snapshot.nodes))
+
+    def requests(self, pod: OpenbPod) -> dict[str, int]:
+        """The pod's requests in base units (milli-CPU, bytes, milli-GPU)."""
+        req = {CPU: pod.cpu_milli, MEMORY: pod.memory_mib * MIB}
+        if pod.num_gpu:
+            req[self.snapshot.gpu] = pod.gpu_request_milli
+        return req
+
+    def gang_of(self, pod: OpenbPod) -> Gang:
+        """The (shared) one-pod gang for pods that ask what ``pod`` asks."""
+        req = self.requests(pod)
+        models = tuple(pod.gpu_spec) if pod.num_gpu else ()
+        key = (tuple(sorted(req.items())), models)
+        gang = self._gangs.get(key)
+        if gang is None:
+            gang = Gang(
+                name=f"shape-{len(self._gangs)}",
+                queue=QUEUE,
+                roles=(Role(name="main", count=1, requests=_quantities(req)),),
+                gpu_models=models,
+            )
+            self._gangs[key] = gang
+        return gang
+
+    def fits(self, gang: Gang, role: Role, node: str) -> bool:
+        """Does one more pod of ``role`` fit ``node`` now? (Capacity only; the static rules
+        come from ``state.candidates``.) The same answer as ``ClusterState.fits``, without
+        a trial placement for pods that ask no NICs."""
+        state = self.state
+        req = role.requests
+        if req.get(state.nic, 0) or gang.joint != "none":
+            return state.fits(gang, role, node)
+        st = state.nodes[node]
+        for res, amount in req.items():
+            if res != state.gpu and amount > st.resources.get(res, 0):
+                return False
+        gpu = req.get(state.gpu, 0)
+        if gpu <= 0:
+            return True
+        if gpu < GPU_MILLI:
+            return any(f >= gpu for f in st.gpu_milli.values())
+        return sum(1 for f in st.gpu_milli.values() if f == GPU_MILLI) >= gpu // GPU_MILLI
+
+    def room(self, gang: Gang, role: Role, node: str, limit: int) -> int:
+        """How many more pods of ``role`` fit ``node`` now, counted up to ``limit`` (as
+        ``ClusterState.pod_capacity`` counts them by trial): the least, over the resources
+        it asks, of what the node holds, a GPU share counting ``free // share`` per device."""
+        state = self.state
+        req = role.requests
+        if req.get(state.nic, 0) or gang.joint != "none":
+            return state.pod_capacity(gang, role, node, limit)
+        st = state.nodes[node]
+        room = limit
+        for res, amount in req.items():
+            if res != state.gpu and amount > 0:
+                room = min(room, st.resources.get(res, 0) // amount)
+        gpu = req.get(state.gpu, 0)
+        if 0 < gpu < GPU_MILLI:
+            room = min(room, sum(f // gpu for f in st.gpu_milli.values()))
+        elif gpu >= GPU_MILLI:
+            full = sum(1 for f in st.gpu_milli.values() if f == GPU_MILLI)
+            room = min(room, full // (gpu // GPU_MILLI))
+        return max(0, room)
+
+
+# --------------------------------------------------------------------------- one-pod placers
+
+PodPlacer = Callable[[Gang, str], "PodPlacement | None"]
+
+
+def _greedy_placer(cluster: ReplayCluster) -> PodPlacer:
+    state = cluster.state
+    cache: dict[tuple[str, str], tuple[int, float]] = {}
+
+    def place(gang: Gang, name: str) -> PodPlacement | None:
+        role = gang.roles[0]
+        best, best_score = None, -1.0
+        for node in state.candidates(gang, role):
+            if not cluster.fits(gang, role, node):
+                continue
+            key = (node, gang.name)
+            version = state.version(node)
+            hit = cache.get(key)
+            if hit is not None and hit[0] == version:
+                score = hit[1]
+            else:
+                score = _binpack_score(state, role, node)
+                cache[key] = (version, score)
+            if score > best_score:
+                best, best_score = node, score
+        return None if best is None else state.place(gang, role, best, name)
+
+    return place
+
+
+def _topology_fit_placer(cluster: ReplayCluster) -> PodPlacer:
+    state = cluster.state
+    cache: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def place(gang: Gang, name: str) -> PodPlacement | None:
+        role = gang.roles[0]
+        best: tuple[int, str] | None = None
+        for node in state.candidates(gang, role):
+            key = (node, gang.name)
+            version = state.version(node)
+            hit = cache.get(key)
+            if hit is not None and hit[0] == version:
+                room = hit[1]
+            else:
+                room = cluster.room(gang, role, node, ROOM_LIMIT)
+                cache[key] = (version, room)
+            if room >= 1 and (best is None or (room, node) < best):
+                best = (room, node)
+        return None if best is None else state.place(gang, role, best[1], name)
+
+    return place
+
+
+def _fgd_placer(cluster: ReplayCluster, workload: Workload, quantize: bool) -> PodPlacer:
+    scorer = FgdScorer(cluster.state, workload, quantize=quantize)
+
+    def place(gang: Gang, name: str) -> PodPlacement | None:
+        return fgd_place(scorer, gang, gang.roles[0], name)
+
+    return place
+
+
+def one_pod_placer(
+    cluster: ReplayCluster, placer: str, workload: Workload, *, quantize: bool = False
+) -> PodPlacer:
+    """A function that places one pod (its shared gang and its name) on ``cluster`` with
+    ``placer`` (``greedy``, ``topology-fit`` or ``fgd``; module docstring), updating the
+    state; it returns the placement, or None if the pod fits nowhere."""
+    if placer == "greedy":
+        return _greedy_placer(cluster)
+    if placer == "topology-fit":
+        return _topology_fit_placer(cluster)
+    if placer == "fgd":
+        return _fgd_placer(cluster, workload, quantize)
+    raise ValueError(f"no one-pod placer {placer!r} (accepted: greedy, topology-fit, fgd)")
+
+
+# --------------------------------------------------------------------------- the replay
+
+
+class _Meter:
+    """Arrived and allocated milli-GPU, the checkpoints and the curve."""
+
+    def __init__(self, capacity_gpus: int, checkpoints: Sequence[float]):
+        self.capacity = capacity_gpus * GPU_MILLI
+        self.arrived = 0
+        self.allocated = 0
+        self.placed = 0
+        self.failed = 0
+        self.failed_milli = 0
+        self.pending = sorted(checkpoints)
+        self.at: dict[float, float] = {}
+        self.curve: list[tuple[float, float]] = []
+        self._percent = 0
+
+    def arrive(self, milli: int) -> None:
+        self.arrived += milli
+
+    def outcome(self, milli: int, placed: bool) -> None:
+        if placed:
+            self.placed += 1
+            self.allocated += milli
+        else:
+            self.failed += 1
+            self.failed_milli += milli
+
+    def mark(self) -> None:
+        """Record checkpoints and curve points reached by the arrivals so far."""
+        if not self.capacity:
+            return
+        a, x = self.arrived / self.capacity, self.allocated / self.capacity
+        while self.pending and a >= self.pending[0] - 1e-12:
+            self.at[self.pending.pop(0)] = x
+        percent = math.floor(a * 100 + 1e-9)
+        if percent > self._percent:
+            self._percent = percent
+            self.curve.append((a, x))
+
+    def finish(self) -> tuple[tuple[float, float], ...]:
+        if self.capacity:
+            point = (self.arrived / self.capacity, self.allocated / self.capacity)
+            if not self.curve or self.curve[-1] != point:
+                self.curve.append(point)
+        return tuple(self.curve)
+
+
+def replay_pods(
+    nodes: Sequence[OpenbNode],
+    pods: Sequence[OpenbPod],
+    placer: str,
+    seed: int = 0,
+    config: ReplayConfig | None = None,
+    *,
+    cluster: ReplayCluster | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReplayResult:
+    """Replay a pod list on a node list (module docstring) with one placer.
+
+    Args:
+        nodes: the node list (e.g. :func:`read_openb_nodes`).
+        pods: the pod list (e.g. :func:`read_openb_pods`); its distribution is FGD's workload.
+        placer: one of :data:`REPLAY_PLACERS`.
+        seed: seeds the arrivals (and the node order when ``node_order="shuffle"``).
+        config: options (:class:`ReplayConfig`).
+        cluster: a fresh :class:`ReplayCluster` of ``nodes`` to use (tests); built if None
+            (in ``config.node_order``).
+        progress: called with (arrivals done, arrivals in all) after each CP-SAT cycle.
+
+    Raises:
+        ValueError: an unknown placer or order.
+    """
+    cfg = config or ReplayConfig()
+    if placer not in REPLAY_PLACERS:
+        raise ValueError(f"unknown placer {placer!r} (accepted: {', '.join(REPLAY_PLACERS)})")
+    started = time.monotonic()
+    if cluster is None:
+        ordered = list(nodes)
+        if cfg.node_order == "shuffle":
+            random.Random(f"nodes-{seed}").shuffle(ordered)
+        elif cfg.node_order != "file":
+            raise ValueError(f"unknown node order {cfg.node_order!r} (accepted: file, shuffle)")
+        cluster = ReplayCluster(ordered)
+    seq = arrivals(
+        pods, cluster.capacity_gpus, seed, target=cfg.target, order=cfg.order, limit=cfg.limit
+    )
+    workload = trace_workload(pods, cfg.popularity)
+    meter = _Meter(cluster.capacity_gpus, cfg.checkpoints)
+    statuses: Counter[str] = Counter()
+    times: list[float] = []
+    if placer == "cpsat":
+        times = _run_batched(cluster, seq, workload, cfg, seed, meter, statuses, progress)
+    else:
+        place = one_pod_placer(cluster, placer, workload, quantize=cfg.quantize)
+        for a in seq:
+            meter.arrive(a.gpu_milli)
+            meter.outcome(a.gpu_milli, place(cluster.gang_of(a.pod), a.name) is not None)
+            meter.mark()
+    return ReplayResult(
+        placer=placer,
+        seed=seed,
+        config=cfg,
+        nodes=len(cluster.snapshot.nodes),
+        capacity_gpus=cluster.capacity_gpus,
+        trace_pods=sum(1 for a in seq if not a.extra),
+        extra_pods=sum(1 for a in seq if a.extra),
+        placed_pods=meter.placed,
+        failed_pods=meter.failed,
+        failed_gpu_milli=meter.failed_milli,
+        arrived_gpu_milli=meter.arrived,
+        allocated_gpu_milli=meter.allocated,
+        allocated_at=dict(meter.at),
+        curve=meter.finish(),
+        wall_time_s=time.monotonic() - started,
+        cycles=len(times),
+        statuses=dict(statuses),
+        cycle_times_s=tuple(times),
+    )
+
+
+def _run_batched(
+    cluster: ReplayCluster,
+    seq: Sequence[Arrival],
+    workload: Workload,
+    cfg: ReplayConfig,
+    seed: int,
+    meter: _Meter,
+    statuses: Counter[str],
+    progress: Callable[[int, int], None] | None,
+) -> list[float]:
+    """CP-SAT cycles of ``cfg.batch`` arrivals; returns their wall times."""
+    from gangplan.solver.cycle import solve_cycle
+    from gangplan.solver.result import SolverConfig
+
+    base = cluster.snapshot
+    state = cluster.state
+    running: list[RunningPod] = []
+    solver = SolverConfig(time_limit_s=cfg.time_limit_s, num_workers=cfg.workers, seed=seed)
+    times: list[float] = []
+    for start in range(0, len(seq), cfg.batch):
+        began = time.monotonic()
+        chunk = seq[start : start + cfg.batch]
+        gangs: list[Gang] = []
+        for i, a in enumerate(chunk):
+            shared = cluster.gang_of(a.pod)
+            role = shared.roles[0]
+            gangs.append(
+                Gang(
+                    name=a.name,
+                    queue=QUEUE,
+                    creation_time=float(start + i),
+                    roles=(role.model_copy(update={"pod_names": (a.name,)}),),
+                    gpu_models=shared.gpu_models,
+                )
+            )
+        snapshot = Snapshot(
+            resources=base.resources,
+            levels=base.levels,
+            nodes=base.nodes,
+            queues=base.queues,
+            gangs=tuple(gangs),
+            running=tuple(running),
+            metadata={"name": f"alibaba-replay-cycle-{len(times)}"},
+        )
+        with use_workload(workload):
+            result = solve_cycle(snapshot, None, solver)
+        statuses[result.status.value] += 1
+        by_name = {g.name: g for g in gangs}
+        quantities = {g.name: _quantities(g.roles[0].requests) for g in gangs}
+        placed = set()
+        for p in result.plan.pods:
+            gang = by_name[p.gang]
+            role = gang.roles[0]
+            choice = DeviceChoice(gpus=p.gpus, gpu_milli=p.gpu_milli, nics=p.nics)
+            state.place(gang, role, p.node, p.pod, choice)
+            _check_node(state, p.node)
+            running.append(
+                RunningPod(
+                    name=p.pod,
+                    gang=p.gang,
+                    queue=QUEUE,
+                    node=p.node,
+                    requests=quantities[gang.name],
+                    devices=(*p.gpus, *p.nics),
+                )
+            )
+            placed.add(p.gang)
+        for a in chunk:
+            meter.arrive(a.gpu_milli)
+            meter.outcome(a.gpu_milli, a.name in placed)
+        meter.mark()
+        times.append(time.monotonic() - began)
+        if progress is not None:
+            progress(start + len(chunk), len(seq))
+    return times
+
+
+def _quantities(requests: dict[str, int]) -> dict[str, str]:
+    """Base units back to quantity strings (the models read a bare number as whole units:
+    ``cpu: 2`` is two cores)."""
+    return {r: format_quantity(r, v) for r, v in requests.items()}
+
+
+def _check_node(state: ClusterState, node: str) -> None:
+    st = state.nodes[node]
+    if any(v < 0 for v in st.resources.values()) or any(v < 0 for v in st.gpu_milli.values()):
+        raise RuntimeError(f"replay: node {node!r} over capacity after a cycle's plan (a bug)")
+
+
+def replay(
+    nodes_csv: str | Path,
+    pods_csv: str | Path,
+    placer: str,
+    seed: int = 0,
+    config: ReplayConfig | None = None,
+) -> ReplayResult:
+    """Read the two CSV files and replay (:func:`replay_pods`).
+
+    Raises:
+        InputError: a bad CSV file (naming the file, row and column).
+        ValueError: an unknown placer or order.
+    """
+    return replay_pods(read_openb_nodes(nodes_csv), read_openb_pods(pods_csv), placer, seed, config)
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+@dataclass(frozen=True)
+class ReplaySummary:
+    """Mean and standard deviation (sample, 0 for one run) over the seeds of one placer.
+    Shares 0..1; ``at`` per checkpoint; ``final`` at the end; wall time in seconds."""
+
+    placer: str
+    runs: int
+    at: dict[float, tuple[float, float]]
+    final: tuple[float, float]
+    unallocated_gpus: tuple[float, float]
+    failed_pods: tuple[float, float]
+    wall_time_s: tuple[float, float]
+    statuses: dict[str, int]
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return (math.nan, math.nan)
+    return (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def summarize(results: Sequence[ReplayResult]) -> list[ReplaySummary]:
+    """One :class:`ReplaySummary` per placer, in the order placers first appear."""
+    groups: dict[str, list[ReplayResult]] = {}
+    for r in results:
+        groups.setdefault(r.placer, []).append(r)
+    out = []
+    for placer, rs in groups.items():
+        points = sorted({k for r in rs for k in r.allocated_at})
+        statuses: Counter[str] = Counter()
+        for r in rs:
+            statuses.update(r.statuses)
+        out.append(
+            ReplaySummary(
+                placer=placer,
+                runs=len(rs),
+                at={
+                    k: _mean_std([r.allocated_at[k] for r in rs if k in r.allocated_at])
+                    for k in points
+                },
+                final=_mean_std([r.final for r in rs]),
+                unallocated_gpus=_mean_std([r.unallocated_gpus for r in rs]),
+                failed_pods=_mean_std([float(r.failed_pods) for r in rs]),
+                wall_time_s=_mean_std([r.wall_time_s for r in rs]),
+                statuses=dict(statuses),
+            )
+        )
+    return out
+
+
+def _pm(ms: tuple[float, float], scale: float = 100.0, digits: int = 2) -> str:
+    mean, std = ms
+    if math.isnan(mean):
+        return "-"
+    return f"{mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
+
+
+def summary_rows(summaries: Sequence[ReplaySummary]) -> tuple[list[str], list[list[str]]]:
+    """A table of the summaries (header, rows): allocated % at each checkpoint and at the
+    end (mean ± std over the seeds), unallocated GPUs, dropped pods, seconds per run, and
+    the CP-SAT cycle statuses."""
+    points = sorted({k for s in summaries for k in s.at})
+    header = [
+        "placer",
+        "runs",
+        *[f"allocated % at {k * 100:.0f}% arrived" for k in points],
+        "allocated % at the end",
+        "unallocated GPUs",
+        "dropped pods",
+        "s / run",
+        "cycle statuses",
+    ]
+    rows = []
+    for s in summaries:
+        rows.append(
+            [
+                s.placer,
+                str(s.runs),
+                *[_pm(s.at[k]) if k in s.at else "-" for k in points],
+                _pm(s.final),
+                _pm(s.unallocated_gpus, 1.0, 1),
+                _pm(s.failed_pods, 1.0, 0),
+                _pm(s.wall_time_s, 1.0, 1),
+                ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())) or "-",
+            ]
+        )
+    return header, rows
+
+
+def result_data(result: ReplayResult) -> dict[str, object]:
+    """One run as plain data (JSON-ready): every field, the shares at the checkpoints keyed
+    by their percent (``"100"``), ``final``, ``arrived`` and ``unallocated_gpus``."""
+    data = asdict(result)
+    data["config"] = {
+        k: list(v) if isinstance(v, tuple) else v for k, v in asdict(result.config).items()
+    }
+    data["allocated_at"] = {f"{k * 100:g}": v for k, v in result.allocated_at.items()}
+    data["curve"] = [list(p) for p in result.curve]
+    data["final"] = result.final
+    data["arrived"] = result.arrived
+    data["unallocated_gpus"] = result.unallocated_gpus
+    return data
+
+
+def write_plot(results: Sequence[ReplayResult], path: str | Path, title: str = "") -> None:
+    """Allocated against arrived GPU demand (shares of the cluster's GPUs), one line per
+    placer (the mean over its seeds, per percent of arrived demand), as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    groups: dict[str, list[ReplayResult]] = {}
+    for r in results:
+        groups.setdefault(r.placer, []).append(r)
+    for placer, rs in groups.items():
+        buckets: dict[int, list[float]] = {}
+        for r in rs:
+            for a, x in r.curve:
+                buckets.setdefault(round(a * 100), []).append(x)
+        xs = sorted(buckets)
+        ax.plot(xs, [100 * statistics.fmean(buckets[k]) for k in xs], label=f"{placer} ({len(rs)})")
+    ax.plot([0, 130], [0, 130], color="grey", linewidth=0.6, linestyle=":")
+    ax.set_xlim(0, 135)
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("arrived GPU demand (% of the cluster's GPUs)")
+    ax.set_ylabel("GPUs allocated (%)")
+    ax.set_title(title or "Alibaba openb replay")
+    ax.legend(loc="lower right")
+    ax.grid(True, linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

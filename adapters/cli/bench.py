@@ -1,0 +1,82 @@
+"""``gangplan bench``: parse, call :func:`~gangplan.adapters.bench.suites.run_suite`, write,
+render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from gangplan.adapters.cli.common import UserError, main
+
+__all__ = ["bench"]
+
+
+@main.command()
+@click.option(
+    "--suite",
+    type=click.Choice(["small", "standard", "large"]),
+    default="small",
+    show_default=True,
+    help="which instances and CP-SAT time limits",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-out"),
+    show_default=True,
+    help="folder for report.md, results.csv and the plots",
+)
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the real traces (default: $GANGPLAN_SHARED_DATA or ../shared/data)",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="CP-SAT search workers",
+)
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: bool) -> None:
+    """Run every placer on every instance of a suite; write DIR/report.md, results.csv, plots.
+
+    The outputs are rewritten after each instance and replay run, so a long run leaves a
+    partial report. Exit 1 if any plan fails the verifier or a placer raises; unmet targets
+    are reported, not errors.
+    """
+    from gangplan.adapters.bench.report import write_outputs
+    from gangplan.adapters.bench.suites import SUITES, evaluate_targets, run_suite
+
+    err = Console(stderr=True, highlight=False)
+    result = run_suite(
+        SUITES[suite],
+        data_dir=data,
+        workers=workers,
+        console=err,
+        progress=not no_progress,
+        checkpoint=lambda partial: write_outputs(partial, out),
+    )
+    paths = write_outputs(result, out)
+    for path in paths:
+        click.echo(f"wrote {path}")
+    for name, why in result.skipped:
+        click.echo(f"skipped {name}: {why}")
+    for t in evaluate_targets(result):
+        mark = "not measured" if t.met is None else ("met" if t.met else "NOT met")
+        click.echo(f"target {mark}: {t.text}")
+    errors = [
+        *(
+            f"{r.instance.name} {r.placer}: {r.violations[0]}"
+            for r in result.runs
+            if not r.verified
+        ),
+        *(f"{what}: {why}" for what, why in result.errors),
+    ]
+    if errors:
+        raise UserError(errors)

@@ -1,0 +1,157 @@
+"""What every command of the ``gangplan`` command line shares: the root group :data:`main`,
+the one way user mistakes end (:class:`UserError`, :func:`user_errors`), and the option
+types for files to write and time limits.
+
+User mistakes (a missing file, a bad field, an unknown option value) end with
+``error: ...`` lines on stderr naming the file, the object and the field, and exit code 1 —
+never a traceback. A command raises :class:`UserError` (directly, or through
+:func:`user_errors`, which turns the input errors of :mod:`gangplan.adapters` into one); it
+never calls ``sys.exit``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from gangplan.adapters.files import InputError
+from gangplan.adapters.kube.options import KubeInputError
+from gangplan.adapters.traces.common import Converted, instance_text, write_text
+
+__all__ = [
+    "OUTPUT",
+    "SECONDS",
+    "OutputFile",
+    "Seconds",
+    "UserError",
+    "echo_warnings",
+    "emit_instance",
+    "instance_output",
+    "main",
+    "problems_found",
+    "user_errors",
+]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gangplan")
+def main() -> None:
+    """gangplan: gang-atomic, RDMA-local, fair batch placement for Kubernetes GPU clusters."""
+
+
+def problems_found(n: int) -> str:
+    """``1 problem found``, ``3 problems found``."""
+    return f"{n} problem{'s' if n != 1 else ''} found"
+
+
+class UserError(click.ClickException):
+    """A user mistake, or a check that failed: exit code 1, no traceback.
+
+    ``lines`` go to stderr as ``error: LINE``, then ``summary`` (e.g. ``3 problems found``,
+    ``2 violations``) as it is, when given.
+    """
+
+    exit_code = 1
+
+    def __init__(self, lines: Iterable[str], summary: str | None = None):
+        self.lines = list(lines)
+        self.summary = summary
+        super().__init__("\n".join([*self.lines, *([summary] if summary else [])]))
+
+    @classmethod
+    def of(cls, err: InputError, *, counted: bool = True) -> UserError:
+        """The error of ``err``'s problems, counted (``N problems found``) unless not."""
+        return cls(err.lines(), problems_found(len(err.problems)) if counted else None)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        for line in self.lines:
+            click.echo(f"error: {line}", err=True, file=file)
+        if self.summary:
+            click.echo(self.summary, err=True, file=file)
+
+
+@contextmanager
+def user_errors(*, counted: bool = True) -> Iterator[None]:
+    """Inside, an :class:`~gangplan.adapters.files.InputError` becomes a :class:`UserError`
+    (its problems, then their count unless ``counted`` is False), and a
+    :class:`~gangplan.adapters.kube.options.KubeInputError` one of its message. Also a
+    decorator (``@user_errors()``)."""
+    try:
+        yield
+    except InputError as err:
+        raise UserError.of(err, counted=counted) from None
+    except KubeInputError as err:
+        raise UserError([str(err)]) from None
+
+
+def echo_warnings(warnings: Iterable[str]) -> None:
+    """``warning: ...`` lines on stderr."""
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+def emit_instance(result: Converted, output: Path | None) -> None:
+    """Write a converted or generated instance to ``output`` (YAML, or JSON by the
+    ``.json`` suffix) or stdout; its warnings and a one-line summary go to stderr.
+
+    Raises:
+        UserError: the file cannot be written.
+    """
+    echo_warnings(result.warnings)
+    fmt = "json" if output is not None and output.suffix.lower() == ".json" else "yaml"
+    text = instance_text(result.data, fmt)
+    if output is None:
+        click.echo(text, nl=False)
+        click.echo(f"instance: {result.summary()}", err=True)
+    else:
+        with user_errors():
+            write_text(output, text)
+        click.echo(f"wrote {output}: {result.summary()}", err=True)
+
+
+class OutputFile(click.Path):
+    """A file to write: its folder must exist (checked before any work is done)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
+        if not path.parent.is_dir():
+            self.fail(f"{path}: folder {path.parent} does not exist", param, ctx)
+        return path
+
+
+OUTPUT = OutputFile()
+
+
+class Seconds(click.FloatRange):
+    """A time limit: a finite number of seconds in [0.01, 86400] (``nan`` and ``inf`` are
+    refused: a comparison with nan is never false, so a plain range lets it through)."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0.01, max=86_400)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = float(super().convert(value, param, ctx))
+        if number != number or number in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return number
+
+
+SECONDS = Seconds()
+
+
+def instance_output(func: Callable[..., None]) -> Callable[..., None]:
+    """The ``-o/--output`` option of a command that writes an instance."""
+    return click.option(
+        "-o",
+        "--output",
+        type=OUTPUT,
+        help="write the instance here (.json: JSON; else YAML); default: stdout",
+    )(func)

@@ -1,0 +1,135 @@
+"""``gangplan convert k8s DUMP...``: a Kubernetes dump becomes an instance file.
+
+Parses options, calls :func:`gangplan.adapters.kube.read.read_kube`, writes the instance to
+``-o FILE`` (YAML, or JSON by the ``.json`` suffix) or stdout, and prints on stderr the
+summary of what was not read, by kind and reason (``-v``: every entry). A missing dump
+path or a bad option value ends with ``error: ...`` naming it and exit code 1, never a
+traceback; the content of a dump fails the command only with ``--strict`` (then every
+document that is not a valid object is an ``error: FILE#DOC: KIND NAME: reason: field:
+message`` line); otherwise what cannot be read is listed and the rest converted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gangplan.adapters.cli.common import (
+    OUTPUT,
+    UserError,
+    echo_warnings,
+    problems_found,
+    user_errors,
+)
+from gangplan.adapters.cli.convert import convert
+from gangplan.adapters.files import dump_data, write_text_atomically
+from gangplan.adapters.kube.read import KubeOptions, read_kube
+from gangplan.adapters.kube.summary import REASON_INVALID, REASON_NOT_AN_OBJECT
+from gangplan.adapters.kube.topology import PRESETS, TEMPLATES
+from gangplan.models import instance_from_snapshot
+
+__all__ = ["k8s"]
+
+
+@convert.command("k8s")
+@click.argument("dump", nargs=-1, required=True)
+@click.option(
+    "--topology-labels",
+    metavar="PRESET|[NAME=]KEY,...",
+    help=(
+        "topology levels from node labels, top level first: a preset "
+        f"({', '.join(PRESETS)}) or label keys, "
+        "e.g. 'spine=example.com/spine,leaf=example.com/leaf' "
+        "(default: Volcano HyperNodes, else a Kueue Topology, else none)"
+    ),
+)
+@click.option(
+    "--device-layout",
+    metavar="TEMPLATE|FILE",
+    help=(
+        "device layout for nodes without a Koordinator Device: "
+        f"a template ({', '.join(TEMPLATES)}) "
+        "or a YAML file with one DeviceLayout; given to nodes whose GPU count matches"
+    ),
+)
+@click.option(
+    "--scheduler-name",
+    "scheduler_names",
+    multiple=True,
+    help="read only pending pods of this scheduler (repeatable; default: all)",
+)
+@click.option(
+    "--gpu-resource", default="nvidia.com/gpu", show_default=True, help="the GPU resource name"
+)
+@click.option(
+    "--nic-resource", default="rdma/hca", show_default=True, help="the RDMA NIC resource name"
+)
+@click.option(
+    "--default-queue",
+    default="default",
+    show_default=True,
+    help="queue of gangs nothing else assigns one",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=OUTPUT,
+    help="write the instance here (.json: JSON; else YAML); default: stdout",
+)
+@click.option("-v", "--verbose", is_flag=True, help="list every entry of the summary")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="exit 1, writing nothing, if any document is not a valid object (CI use)",
+)
+def k8s(
+    dump: tuple[str, ...],
+    topology_labels: str | None,
+    device_layout: str | None,
+    scheduler_names: tuple[str, ...],
+    gpu_resource: str,
+    nic_resource: str,
+    default_queue: str,
+    output: Path | None,
+    verbose: bool,
+    strict: bool,
+) -> None:
+    """Read DUMP (kubectl get -o yaml|json output, manifests, folders, or - for stdin) into
+    an instance file; list on stderr what was not read, by kind and reason."""
+    options = KubeOptions(
+        topology_labels=topology_labels,
+        device_layout=device_layout,
+        scheduler_names=scheduler_names,
+        gpu_resource=gpu_resource,
+        nic_resource=nic_resource,
+        default_queue=default_queue,
+    )
+    with user_errors():
+        result = read_kube(list(dump), options)
+    snap = result.snapshot
+    if strict:
+        bad = [
+            e for e in result.summary.skipped if e.reason in (REASON_INVALID, REASON_NOT_AN_OBJECT)
+        ]
+        if bad:
+            raise UserError(map(str, bad), problems_found(len(bad)))
+    echo_warnings(result.warnings())
+    for line in result.summary.lines(details=-1 if verbose else 3):
+        click.echo(line, err=True)
+    fmt = "json" if output is not None and output.suffix.lower() == ".json" else "yaml"
+    text = dump_data(instance_from_snapshot(snap), fmt)
+    gpus = sum(n.allocatable.get(snap.gpu, 0) for n in snap.nodes) // 1000
+    counts = (
+        f"{len(snap.nodes)} nodes, {gpus} GPUs, {len(snap.levels)} levels, "
+        f"{len(snap.queues)} queues, "
+        f"{len(snap.gangs)} pending gangs ({sum(g.size for g in snap.gangs)} pods), "
+        f"{len(snap.running)} running pods"
+    )
+    if output is None:
+        click.echo(text, nl=False)
+        click.echo(f"instance: {counts}", err=True)
+    else:
+        with user_errors(counted=False):
+            write_text_atomically(output, text)
+        click.echo(f"wrote {output}: {counts}", err=True)

@@ -1,0 +1,180 @@
+"""Kubernetes objects in: a cluster dump becomes a :class:`gangplan.models.Snapshot`.
+
+``read_kube(paths, options)`` reads a v1 ``List`` (``kubectl get ... -o yaml|json``), a
+multi-document YAML, or a folder of manifests (:mod:`gangplan.adapters.kube.docs`), and
+returns the snapshot and a :class:`~gangplan.adapters.kube.summary.ReadSummary` of
+everything not read, by kind and reason. It never raises for the content of a dump: a
+document that is not an object, an invalid object, a kind gangplan does not read, a pod
+whose PodGroup is missing — each is listed. It raises :class:`KubeInputError` only for a
+path that does not exist, a bad option value, or (never seen on real dumps) objects that
+read into a snapshot the models reject as a whole.
+
+What becomes what (field by field; sources in the docstrings of the modules named):
+
+=========================================  ===============================================
+Kubernetes                                 gangplan
+=========================================  ===============================================
+``Node`` allocatable (capacity if no       ``Node.allocatable``; labels, ``NoSchedule`` /
+allocatable), labels, taints,              ``NoExecute`` taints, ``unschedulable``,
+``unschedulable``, ``Ready`` condition     ``ready`` (no Ready condition: assumed Ready)
+``nvidia.com/gpu.product`` (GPU feature    ``Node.gpu_model`` (then GKE's
+discovery)                                 ``cloud.google.com/gke-accelerator``, Alibaba's
+                                           ``alibabacloud.com/gpu-card-model``, then a
+                                           Koordinator Device's ``node.koordinator.sh/gpu-model``)
+node labels / HyperNodes / Kueue Topology  ``Snapshot.levels``, ``Node.domains``
+                                           (:mod:`~gangplan.adapters.kube.topology`)
+Koordinator ``Device``, ``--device-layout``  ``Node.devices``, ``Node.device_layout``
+pending ``Pod`` (no ``spec.nodeName``)     a pod of a ``Gang`` (:mod:`~gangplan.adapters.kube.pods`
+                                           for requests and constraints)
+bound ``Pod`` (``spec.nodeName``, not      ``RunningPod`` (devices from Koordinator's
+Succeeded/Failed)                          ``device-allocated`` annotation)
+PodGroups, Volcano/Kubeflow/batch jobs,    ``Gang`` with roles
+JobSets, ReplicaSets, ...                  (:mod:`~gangplan.adapters.kube.workloads`)
+Volcano ``Queue``, Kueue ``ClusterQueue``  ``Queue`` (:mod:`~gangplan.adapters.kube.queues`)
+(``LocalQueue``, ``ResourceFlavor``),
+scheduler-plugins ``ElasticQuota``
+``PriorityClass``, Kueue                   ``Gang.priority``, ``RunningPod.priority``
+``WorkloadPriorityClass``
+=========================================  ===============================================
+
+How it is read, step by step (each a module of this room): documents
+(:mod:`~gangplan.adapters.kube.docs`) and typed objects (:mod:`~gangplan.adapters.kube.objects`);
+priorities (:mod:`~gangplan.adapters.kube.priorities`); nodes, their levels and device
+layouts (:mod:`~gangplan.adapters.kube.nodes`); pods (:mod:`~gangplan.adapters.kube.pod_reader`)
+and the pods of workloads that have none in the dump
+(:mod:`~gangplan.adapters.kube.predicted`); queues (:mod:`~gangplan.adapters.kube.queues`);
+gangs (:mod:`~gangplan.adapters.kube.gangs`); and the snapshot, each node, running pod and
+gang validated as it is added, a bad one listed with the problem and the rest converted
+(:mod:`~gangplan.adapters.kube.snapshot`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gangplan.adapters.kube.docs import DumpError, read_documents
+from gangplan.adapters.kube.gangs import GangAssembler, note_unknown_resources
+from gangplan.adapters.kube.nodes import (
+    device_ids,
+    node_data,
+    read_layouts,
+    read_levels,
+    read_nodes,
+)
+from gangplan.adapters.kube.objects import Registry, read_objects
+from gangplan.adapters.kube.options import KubeInputError, KubeOptions
+from gangplan.adapters.kube.pod_reader import PodReader
+from gangplan.adapters.kube.predicted import predict_pods
+from gangplan.adapters.kube.priorities import Priorities
+from gangplan.adapters.kube.queues import QueueBook, quantities
+from gangplan.adapters.kube.snapshot import Draft, SnapshotParts
+from gangplan.adapters.kube.summary import ReadSummary
+from gangplan.adapters.kube.topology import OptionError, load_template, parse_topology_labels
+from gangplan.models import DeviceLayout, Level, Snapshot
+
+__all__ = ["KubeInputError", "KubeOptions", "KubeRead", "read_kube"]
+
+
+@dataclass
+class KubeRead:
+    """The snapshot read from a dump and the summary of what was not read."""
+
+    snapshot: Snapshot
+    summary: ReadSummary
+
+    def warnings(self) -> list[str]:
+        return self.snapshot.warnings()
+
+
+def read_kube(paths: Iterable[str | Path], options: KubeOptions | None = None) -> KubeRead:
+    """Read a Kubernetes dump (files, folders, or ``-``) into a snapshot.
+
+    Raises:
+        KubeInputError: a path that does not exist or cannot be read; a bad option value.
+    """
+    opts = options or KubeOptions()
+    paths = list(paths)
+    summary = ReadSummary()
+    try:
+        levels_given = parse_topology_labels(opts.topology_labels) if opts.topology_labels else None
+        template = load_template(opts.device_layout) if opts.device_layout else None
+        docs = read_documents(paths, summary)
+    except (DumpError, OptionError) as err:
+        raise KubeInputError(str(err)) from None
+    reg = read_objects(docs, summary)
+    return _convert(reg, summary, opts, levels_given, template, [str(p) for p in paths])
+
+
+def _convert(
+    reg: Registry,
+    summary: ReadSummary,
+    opts: KubeOptions,
+    levels_given: tuple[Level, ...] | None,
+    template: tuple[str, DeviceLayout] | None,
+    paths: list[str],
+) -> KubeRead:
+    """The objects of a dump, read into a snapshot in the order of the module docstring."""
+    gpu, nic = opts.gpu_resource, opts.nic_resource
+    priorities = Priorities(reg, summary)
+    read = read_nodes(reg, summary, gpu=gpu, nic=nic)
+    levels = read_levels(reg, summary, read, levels_given, opts.topology_labels or "")
+    layouts = read_layouts(reg, summary, read, template, gpu=gpu, nic=nic)
+    parts = SnapshotParts(
+        summary,
+        resources={"gpu": gpu, "nic": nic},
+        levels=[lv.model_dump() for lv in levels.levels],
+        device_layouts={k: v.model_dump() for k, v in layouts.templates.items()},
+    )
+    nodes = [node_data(n, layouts, levels) for n in read.values()]
+    node_devices: dict[str, set[str]] = {}
+    for n in nodes:
+        obj = reg.get("", "Node", "", n["name"])
+        data = {**n, "allocatable": quantities(n["allocatable"])}
+        if parts.add_node(Draft(data, obj.source if obj else "", "Node", n["name"])):
+            node_devices[n["name"]] = device_ids(n, layouts, gpu=gpu, nic=nic)
+    queues = QueueBook(reg, summary)
+    reader = PodReader(summary, opts, priorities)
+    pods = reader.read_pods(reg, layouts)
+    predicted = predict_pods(reg, summary, reader, opts.scheduler_names)
+    assembler = GangAssembler(
+        reg,
+        summary,
+        options=opts,
+        priorities=priorities,
+        queues=queues,
+        levels=levels,
+        node_devices=node_devices,
+        invalid_nodes=frozenset(o.name for o in reg.of("", "Node")) - frozenset(node_devices),
+        add_pods=bool(read) and all("pods" in n["allocatable"] for n in read.values()),
+    )
+    gangs = assembler.assemble(pods + predicted.pods, predicted)
+    note_unknown_resources(summary, gangs.gangs, nodes)
+    parts.set_queues(queues.finish())
+    for draft in gangs.running:
+        parts.add_running(draft)
+    for draft in gangs.gangs:
+        parts.add_gang(draft)
+    kept = {g.key for g in parts.gangs}
+    minors = {
+        n: {
+            dev: m
+            for kind in ("gpu", "rdma")
+            for m, dev in layouts.minors.get(n, {}).get(kind, {}).items()
+        }
+        for n in layouts.node_layout
+    }
+    metadata: dict[str, Any] = {
+        "name": "kubernetes-dump",
+        "description": "converted by gangplan convert k8s",
+        "source": paths,
+        "kubernetes": {
+            "levels_from": levels.source,
+            "predicted_gangs": sorted(g for g in gangs.predicted if g in kept),
+            "device_minors": minors,
+            "read": dict(sorted(summary.read.items())),
+        },
+    }
+    return KubeRead(parts.snapshot(metadata), summary)

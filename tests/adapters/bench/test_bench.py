@@ -1,0 +1,175 @@
+"""``gangplan bench --suite small`` end to end: the report and the CSV have every metric for
+every placer on every instance, and every plan verified. Values that depend on time (CP-SAT's
+plan, gaps, wall times) are never asserted; speed is the bench's business, not the tests'.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gangplan.adapters.bench.report import METRICS, ratio
+from gangplan.adapters.bench.suites import (
+    SUITES,
+    BenchResult,
+    Skipped,
+    evaluate_targets,
+    philly_spec,
+)
+from gangplan.adapters.cli import main
+from gangplan.solver.baselines import BASELINES
+
+INSTANCES = ("default", "fat-tree-64-load50")
+PLACERS = (*BASELINES, "cpsat@1s")
+ALWAYS = {
+    # metrics every plan has (the others are n/a when there is nothing to measure: model
+    # size for a baseline, gaps when CP-SAT returned a baseline's plan, shares of nothing)
+    "status",
+    "verified",
+    "wall_time_s",
+    "gpus_placed",
+    "placed_of_demand",
+    "placed_of_free",
+    "gangs_admitted",
+    "gangs_by_priority",
+    "multi_pod_gangs",
+    "spread_over_min",
+    "spread_gangs",
+    "one_leaf_fit",
+    "one_leaf_got",
+    "jain",
+    "min_fair_ratio",
+    "queues_below_target",
+    "stranded_gpus",
+    "partly_used_nodes",
+    "largest_8gpu_gang_leaf",
+    "largest_8gpu_gang_any",
+}
+CPSAT_ALWAYS = {"variables", "constraints", "open_tiers"}
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("bench")
+    result = CliRunner().invoke(
+        main, ["bench", "--suite", "small", "--out", str(out), "--no-progress"]
+    )
+    return out, result.output if result.exit_code == 0 else f"exit {result.exit_code}: " + (
+        result.output + repr(result.exception)
+    )
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    with (out / "results.csv").open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_small_suite_runs_and_writes_everything(small_run) -> None:
+    out, output = small_run
+    assert not output.startswith("exit"), output
+    for name in (
+        "report.md",
+        "results.csv",
+        "queues.csv",
+        "quality.png",
+        "cpsat_gap.png",
+        "solve_time.png",
+    ):
+        assert (out / name).is_file(), name
+        assert f"wrote {out / name}" in output
+    for name in ("quality.png", "cpsat_gap.png", "solve_time.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_csv_has_every_metric_for_every_placer_and_every_plan_verified(small_run) -> None:
+    out, _ = small_run
+    rows = _rows(out)
+    assert sorted((r["instance"], r["placer"]) for r in rows) == sorted(
+        (i, p) for i in INSTANCES for p in PLACERS
+    )
+    header = rows[0].keys()
+    for m in METRICS:
+        assert m.key in header, m.key
+    for r in rows:
+        assert r["verified"] == "yes" and r["violations"] == "0", (r["instance"], r["placer"])
+        missing = {k for k in ALWAYS if r[k] == ""}
+        if r["kind"] == "cpsat":
+            missing |= {k for k in CPSAT_ALWAYS if r[k] == ""}
+        assert not missing, (r["instance"], r["placer"], missing)
+    # every score entry of an instance is a column, filled for each of its placers
+    for inst in INSTANCES:
+        mine = [r for r in rows if r["instance"] == inst]
+        entries = [k for k in header if k.startswith("score.") and mine[0][k] != ""]
+        assert any(k.endswith(".gpu_milli") for k in entries)
+        assert "score.stability" in entries
+        for r in mine:
+            assert all(r[k] != "" for k in entries), (inst, r["placer"])
+
+
+def test_report_has_every_metric_for_every_placer(small_run) -> None:
+    out, _ = small_run
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Summary: CP-SAT against the best baseline" in report
+    sections = report.split("\n### ")[1:]
+    assert [s.split("\n", 1)[0] for s in sections] == list(INSTANCES)
+    for section in sections:
+        head = next(line for line in section.splitlines() if line.startswith("| metric |"))
+        assert [c.strip() for c in head.strip("|").split("|")] == ["metric", "unit", *PLACERS]
+        for m in METRICS:
+            row = next(
+                (line for line in section.splitlines() if line.startswith(f"| {m.label} |")),
+                None,
+            )
+            assert row is not None, m.label
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            assert len(cells) == 2 + len(PLACERS) and all(cells[2:]), m.label
+    # the summary has one row per instance (CP-SAT at 1 s), and every target is printed
+    for inst in INSTANCES:
+        assert f"| {inst} |" in report
+    n = len(INSTANCES) * len(PLACERS)
+    assert f"Plans verified: {n} of {n}." in report
+    for target in evaluate_targets(BenchResult(suite=SUITES["small"])):
+        assert target.text in report
+
+
+def test_targets_of_an_empty_run_are_not_measured() -> None:
+    targets = evaluate_targets(BenchResult(suite=SUITES["small"]))
+    assert len(targets) == 5  # issue 5 lists five
+    assert all(t.met is None for t in targets)
+
+
+@pytest.mark.parametrize(
+    ("cpsat", "base", "expected"),
+    [
+        (3, 4, 0.75),
+        (0, 0, 1.0),  # both nothing: equal
+        (2, 0, None),  # no ratio to zero
+        (None, 1, None),  # not measured
+    ],
+)
+def test_ratio_to_the_best_baseline(cpsat, base, expected) -> None:
+    assert ratio(cpsat, base) == expected
+
+
+def test_suites_are_those_of_issue_5() -> None:
+    small, standard, large = SUITES["small"], SUITES["standard"], SUITES["large"]
+    assert [i.name for i in small.instances] == list(INSTANCES)
+    assert small.cpsat_limits == (1.0,) and small.replay is None
+    assert standard.cpsat_limits == (1.0, 5.0, 10.0)
+    fat = sorted(i.name for i in standard.instances if i.family == "fat-tree")
+    assert fat == sorted(f"fat-tree-{n}-load{load}" for n in (64, 512, 2048) for load in (50, 80))
+    assert [i.family for i in standard.instances].count("philly") == 1
+    assert standard.replay is not None
+    assert large.cpsat_limits == (1.0, 5.0, 10.0, 30.0)
+    assert {i.name for i in large.instances} - {i.name for i in standard.instances} == {
+        "fat-tree-4096-load50",
+        "fat-tree-4096-load80",
+    }
+
+
+def test_philly_window_is_skipped_without_the_trace(tmp_path: Path) -> None:
+    with pytest.raises(Skipped, match=r"philly\.csv is absent"):
+        philly_spec().build(tmp_path)

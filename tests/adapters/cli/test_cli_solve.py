@@ -1,0 +1,89 @@
+"""gangplan solve through the CLI: output, formats, and user mistakes refused before any work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from gangplan.adapters.cli import main
+from gangplan.adapters.files import load_plan, load_snapshot
+from gangplan.solver.verify import verify
+
+
+def test_solve_writes_a_plan_that_verifies(tmp_path: Path) -> None:
+    out = tmp_path / "plan.yaml"
+    r = CliRunner().invoke(main, ["solve", "--time-limit", "2", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    snapshot, _ = load_snapshot(None)
+    assert verify(snapshot, load_plan(out)) == []
+    assert "plan written to" in r.output
+
+
+def test_solve_json_has_one_outcome_per_gang() -> None:
+    r = CliRunner().invoke(main, ["solve", "--time-limit", "1", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.output)
+    snapshot, _ = load_snapshot(None)
+    assert plan["kind"] == "Plan"
+    assert sorted(g["gang"] for g in plan["gangs"]) == sorted(g.name for g in snapshot.gangs)
+
+
+def test_bindings_are_core_v1_objects() -> None:
+    r = CliRunner().invoke(main, ["solve", "--time-limit", "1", "--format", "bindings"])
+    assert r.exit_code == 0, r.output
+    docs = list(yaml.safe_load_all(r.output))
+    kinds = {d["kind"] for d in docs}
+    assert kinds <= {"Binding", "Pod"} and "Binding" in kinds
+
+
+def test_output_into_a_missing_folder_is_refused_before_solving(tmp_path: Path) -> None:
+    out = tmp_path / "nope" / "plan.yaml"
+    r = CliRunner().invoke(main, ["solve", "-o", str(out)])
+    assert r.exit_code == 2
+    assert "does not exist" in r.output
+    assert not out.parent.exists()
+
+
+def test_non_finite_time_limits_and_out_of_range_seeds_are_refused() -> None:
+    for args in (
+        ["--time-limit", "nan"],
+        ["--time-limit", "inf"],
+        ["--seed", "2147483648"],
+        ["--workers", "0"],
+    ):
+        r = CliRunner().invoke(main, ["solve", *args])
+        assert r.exit_code == 2, args
+        assert "Traceback" not in r.output
+
+
+def test_deeply_nested_json_is_a_message(tmp_path: Path) -> None:
+    bad = tmp_path / "deep.json"
+    bad.write_text("[" * 100_000 + "]" * 100_000)
+    r = CliRunner().invoke(main, ["validate", str(bad)])
+    assert r.exit_code == 1
+    assert "nested too deeply" in r.output
+
+
+def test_a_plan_file_must_be_a_plan(tmp_path: Path) -> None:
+    # an instance given where a plan is expected: one line saying so, not pydantic's list
+    inst = tmp_path / "inst.yaml"
+    inst.write_text("apiVersion: gangplan.io/v1alpha1\nkind: Instance\n")
+    r = CliRunner().invoke(main, ["solve", "--previous", str(inst)])
+    assert r.exit_code == 1
+    assert "kind: is 'Instance'; accepted: 'Plan'" in r.output
+
+
+def test_a_binary_file_inside_a_dump_folder_is_listed_not_fatal(tmp_path: Path) -> None:
+    # docs/kubernetes.md: the content of a dump never makes the command fail
+    from gangplan.adapters.kube.read import KubeOptions, read_kube
+
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00junk")
+    (tmp_path / "node.yaml").write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '4', memory: 8Gi}}\n"
+    )
+    read = read_kube([tmp_path], KubeOptions())
+    assert [n.name for n in read.snapshot.nodes] == ["n1"]
