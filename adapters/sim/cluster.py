@@ -27,7 +27,7 @@ says so in ``metadata.synthetic``:
   inside a kind, ``rack_size`` machines per rack (level ``leaf``, default 16; each kind
   starts a new rack, as the openb converter groups machine types), and ``racks_per_spine``
   racks per spine (level ``spine``, default 8, each kind again starting a new spine). With
-  the defaults: 21 racks of 2-GPU machines, 15 of 8-GPU machines, 6 spines.
+  the defaults: 21 racks of 2-GPU machines (3 spines), 15 of 8-GPU machines (2 spines).
 """
 
 from __future__ import annotations

@@ -1,0 +1,263 @@
+"""``gangplan simulate``: parse options, run the sweep, write the outputs, print a summary.
+
+User mistakes (a missing trace, a bad row, a bad window, a cluster without GPUs) end with
+``error:`` lines naming the file, the row and the field, and exit code 1 (bad option values:
+click's usage error, exit 2) — never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gangplan.adapters.files import InputError
+from gangplan.solver.cycle import PLACERS
+
+__all__ = ["simulate"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _errors(func: F) -> F:
+    from gangplan.adapters.sim.engine import SimulationError
+    from gangplan.adapters.sim.sweep import RayMissing, SweepError
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except InputError as err:
+            for line in err.lines():
+                click.echo(f"error: {line}", err=True)
+            n = len(err.problems)
+            click.echo(f"{n} problem{'s' if n != 1 else ''} found", err=True)
+            sys.exit(1)
+        except (SimulationError, SweepError, RayMissing) as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _Duration(click.ParamType):
+    """Seconds, or numbers with units d, h, m, s (``60``, ``5m``, ``7d``); finite, > 0."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        from gangplan.adapters.traces.common import parse_duration
+
+        try:
+            seconds = parse_duration(str(value))
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+        if not seconds > 0 or seconds == float("inf"):
+            self.fail(f"{value!r}: accepted a time > 0 (e.g. 60, 5m, 7d)", param, ctx)
+        return seconds
+
+
+class _NonNegativeDuration(_Duration):
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if str(value).strip() in ("0", "0s", "0.0"):
+            return 0.0
+        return super().convert(value, param, ctx)
+
+
+DURATION = _Duration()
+
+
+def _window(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    from gangplan.adapters.traces.common import parse_window
+
+    try:
+        return parse_window(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def _slowdowns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
+    from gangplan.adapters.sim.speed import Slowdown
+
+    try:
+        return tuple(Slowdown.parse(v) for v in value) or (Slowdown(),)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+@click.command("simulate")
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--cluster",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="an instance file (its nodes, levels, layouts, queues), or Philly's "
+    "cluster_machine_list (recognised by its header)",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["philly", "itp"]),
+    default=None,
+    help="trace format (default: itp if the header names submission_time, else philly)",
+)
+@click.option(
+    "--placer",
+    "placers",
+    type=click.Choice(PLACERS),
+    multiple=True,
+    help="repeat for several (default: greedy)",
+)
+@click.option(
+    "--period", type=DURATION, default=60.0, show_default=True, help="simulated s between cycles"
+)
+@click.option(
+    "--window",
+    callback=_window,
+    default=None,
+    help="START:END from the trace's zero, e.g. 49d:56d (jobs arriving inside)",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="first N jobs only")
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--first-seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("simulate-out"),
+    show_default=True,
+    help="folder for report.md, results.csv, groups.csv and the plots",
+)
+@click.option(
+    "--slowdown",
+    "slowdowns",
+    multiple=True,
+    callback=_slowdowns,
+    help="spread slowdown: off, or leaf=F,spine=G[,source=TEXT] (each a policy; repeat to "
+    "sweep; default off)",
+)
+@click.option("--ray", "ray_address", default=None, help="run the sweep on Ray (local: start one)")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="worker processes")
+@click.option(
+    "--time-limit", type=DURATION, default=1.0, show_default=True, help="CP-SAT s per cycle"
+)
+@click.option("--search-workers", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--deterministic", is_flag=True, help="CP-SAT in deterministic mode (repeatable)")
+@click.option("--gpus-per-node", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--rack-size", type=click.IntRange(min=1), default=16, show_default=True,
+    help="machines per synthetic rack (Philly's machine list only)",
+)
+@click.option(
+    "--jitter", type=_NonNegativeDuration(), default=0.0, help="seeded arrival jitter, max s"
+)
+@click.option("--horizon", type=DURATION, default=None, help="stop at this simulated time")
+@click.option("--verify", is_flag=True, help="check every plan with the independent verifier")
+@click.option("--no-plots", is_flag=True)
+@_errors
+def simulate(
+    trace: Path,
+    cluster: Path,
+    fmt: str | None,
+    placers: tuple[str, ...],
+    period: float,
+    window: tuple[float, float] | None,
+    limit: int | None,
+    seeds: int,
+    first_seed: int,
+    out: Path,
+    slowdowns: tuple[Any, ...],
+    ray_address: str | None,
+    workers: int | None,
+    time_limit: float,
+    search_workers: int,
+    deterministic: bool,
+    gpus_per_node: int,
+    rack_size: int,
+    jitter: float,
+    horizon: float | None,
+    verify: bool,
+    no_plots: bool,
+) -> None:
+    """Replay the job TRACE on a cluster over simulated time (arrivals, cycles, departures)
+    and write report.md, results.csv, groups.csv and plots to --out."""
+    from gangplan.adapters.sim.cluster import load_cluster
+    from gangplan.adapters.sim.engine import SimConfig
+    from gangplan.adapters.sim.jobs import load_input
+    from gangplan.adapters.sim.report import write_outputs
+    from gangplan.adapters.sim.sweep import Policy, run_sweep, sweep_configs
+
+    started = time.monotonic()
+    spec = load_cluster(cluster, rack_size=rack_size)
+    inp = load_input(trace, spec, fmt=fmt, window=window, limit=limit, gpus_per_node=gpus_per_node)
+    for w in inp.warnings:
+        click.echo(f"warning: {w}", err=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(str(out), [_problem(f"cannot create the folder: {err}")]) from None
+    base = SimConfig(
+        period_s=period,
+        time_limit_s=time_limit,
+        workers=search_workers,
+        deterministic=deterministic,
+        jitter_s=jitter,
+        verify=verify,
+        horizon_s=horizon,
+    )
+    policies = [
+        Policy("base" if s.off else f"slow({s.label})", (("slowdown", s),))
+        for s in slowdowns
+    ]
+    configs = sweep_configs(
+        base, placers or ("greedy",), range(first_seed, first_seed + seeds), policies
+    )
+    click.echo(
+        f"{len(inp.jobs):,} jobs on {spec.source} ({len(inp.cluster.nodes)} nodes, "
+        f"{inp.gpus:,} GPUs); {len(configs)} run{'s' if len(configs) != 1 else ''}",
+        err=True,
+    )
+
+    def done(r: Any) -> None:
+        click.echo(f"  done {r.label}: {len(r.cycles):,} cycles, {r.wall_time_s:.1f} s", err=True)
+
+    results = run_sweep(inp, configs, workers=workers, ray_address=ray_address, done=done)
+    paths = write_outputs(results, out, elapsed_s=time.monotonic() - started, plots=not no_plots)
+    _summary(results)
+    for p in paths:
+        click.echo(f"wrote {p}")
+
+
+def _problem(message: str) -> Any:
+    from gangplan.models import Problem
+
+    return Problem("", message)
+
+
+def _summary(results: list[Any]) -> None:
+    from gangplan.adapters.sim.metrics import run_metrics
+
+    click.echo("run | finished | JCT mean s | wait mean s | wait p99 s | util (window) | cycles "
+               "| cycle p50/p99 s | wall s")
+    for r in results:
+        m = run_metrics(r)
+
+        def f(x: float | None, p: str = ".0f") -> str:
+            return "n/a" if x is None else format(x, p)
+
+        click.echo(
+            f"{r.label} | {m.finished:,}/{m.jobs:,} | {f(m.jct.mean)} | {f(m.wait.mean)} | "
+            f"{f(m.wait.p99)} | {f(None if m.utilisation_window is None else 100 * m.utilisation_window, '.1f')}% "
+            f"| {m.cycles:,} | {f(m.cycle_p50_s, '.3f')}/{f(m.cycle_p99_s, '.3f')} | "
+            f"{r.wall_time_s:.1f}"
+        )

@@ -1,0 +1,439 @@
+"""What ``gangplan simulate`` writes to ``--out DIR``, in the manner of ``gangplan bench``:
+``results.csv`` (a row per run, a column per metric of :data:`METRICS`), ``groups.csv``
+(JCT and wait per queue and per gang size, per run), ``report.md`` (settings, the metric
+table, by gang size, by queue, fairness, cycles, plots, definitions) and the PNG plots of
+:mod:`gangplan.adapters.sim.plots`.
+
+:data:`METRICS` is the one list of per-run metrics: the CSV has a column for each and the
+report a row for each; a test checks both against it. Every file is written through a
+temporary file and renamed (nothing half-written).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import platform
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from gangplan.adapters.files import write_text_atomically
+from gangplan.adapters.sim.engine import SimResult
+from gangplan.adapters.sim.metrics import Group, SimMetrics, Stat, run_metrics
+
+__all__ = [
+    "METRICS",
+    "Metric",
+    "Run",
+    "environment",
+    "write_csv",
+    "write_outputs",
+    "write_report",
+]
+
+Value = float | int | str | None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run and its metrics."""
+
+    result: SimResult
+    metrics: SimMetrics
+
+    @staticmethod
+    def of(result: SimResult) -> Run:
+        return Run(result, run_metrics(result))
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-run metric: CSV column ``key``, report ``label``, ``unit``, how to read it,
+    which way is better (``higher``, ``lower`` or ``""``) and how to show it (``number``,
+    ``count``, ``share`` in %, ``hours``, ``text``)."""
+
+    key: str
+    label: str
+    unit: str
+    get: Callable[[Run], Value]
+    better: str = ""
+    kind: str = "number"
+
+
+def _stat(which: str, field: str) -> Callable[[Run], Value]:
+    def get(r: Run) -> Value:
+        s: Stat = getattr(r.metrics, which)
+        return getattr(s, field)  # type: ignore[no-any-return]
+
+    return get
+
+
+def _longest(field: str) -> Callable[[Run], Value]:
+    def get(r: Run) -> Value:
+        lw = r.metrics.longest_wait
+        return None if lw is None else getattr(lw, field)  # type: ignore[no-any-return]
+
+    return get
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("jobs", "jobs", "jobs", lambda r: r.metrics.jobs, kind="count"),
+    Metric("finished", "finished", "jobs", lambda r: r.metrics.finished, "higher", "count"),
+    Metric("never_fits", "dropped: never fit", "jobs", lambda r: r.metrics.never_fits, kind="count"),
+    Metric(
+        "unfinished", "unfinished at the end", "jobs", lambda r: r.metrics.unfinished, kind="count"
+    ),
+    Metric("jct_mean_s", "JCT, mean", "s", _stat("jct", "mean"), "lower"),
+    Metric("jct_p50_s", "JCT, p50", "s", _stat("jct", "p50"), "lower"),
+    Metric("jct_p95_s", "JCT, p95", "s", _stat("jct", "p95"), "lower"),
+    Metric("jct_p99_s", "JCT, p99", "s", _stat("jct", "p99"), "lower"),
+    Metric("wait_mean_s", "wait, mean", "s", _stat("wait", "mean"), "lower"),
+    Metric("wait_p50_s", "wait, p50", "s", _stat("wait", "p50"), "lower"),
+    Metric("wait_p95_s", "wait, p95", "s", _stat("wait", "p95"), "lower"),
+    Metric("wait_p99_s", "wait, p99", "s", _stat("wait", "p99"), "lower"),
+    Metric("longest_wait_s", "longest wait", "s", _longest("wait_s"), "lower"),
+    Metric("longest_wait_job", "... job (GPUs, queue)", "", lambda r: _longest_text(r), kind="text"),
+    Metric(
+        "utilisation_window",
+        "GPU utilisation, arrival window",
+        "%",
+        lambda r: r.metrics.utilisation_window,
+        "higher",
+        "share",
+    ),
+    Metric(
+        "utilisation_run",
+        "GPU utilisation, whole run",
+        "%",
+        lambda r: r.metrics.utilisation_run,
+        "higher",
+        "share",
+    ),
+    Metric("makespan_s", "makespan", "h", lambda r: r.metrics.makespan_s, "lower", "hours"),
+    Metric("jain_mean", "Jain's index, mean over cycles", "1 = even", lambda r: r.metrics.jain_mean, "higher"),
+    Metric("jain_min", "Jain's index, lowest", "", lambda r: r.metrics.jain_min, "higher"),
+    Metric(
+        "slowed_jobs",
+        "multi-pod jobs slowed by spread",
+        "jobs",
+        lambda r: r.metrics.slowed_jobs,
+        "lower",
+        "count",
+    ),
+    Metric(
+        "mean_factor_multi_pod",
+        "mean duration factor, multi-pod jobs",
+        "x",
+        lambda r: r.metrics.mean_factor_multi_pod,
+        "lower",
+    ),
+    Metric("cycles", "cycles run", "", lambda r: r.metrics.cycles, kind="count"),
+    Metric("cycle_p50_s", "cycle wall time, p50", "s", lambda r: r.metrics.cycle_p50_s, "lower"),
+    Metric("cycle_p99_s", "cycle wall time, p99", "s", lambda r: r.metrics.cycle_p99_s, "lower"),
+    Metric(
+        "cycle_total_s", "cycle wall time, total", "s", lambda r: r.metrics.cycle_total_s, "lower"
+    ),
+    Metric("run_wall_s", "run wall time", "s", lambda r: r.result.wall_time_s, "lower"),
+    Metric("statuses", "cycle statuses", "", lambda r: _statuses(r), kind="text"),
+)
+"""Every per-run metric, in report order (definitions: :mod:`gangplan.adapters.sim.metrics`)."""
+
+
+def _longest_text(r: Run) -> str | None:
+    lw = r.metrics.longest_wait
+    return None if lw is None else f"{lw.job} ({lw.gpus}, {lw.queue})"
+
+
+def _statuses(r: Run) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(r.metrics.statuses.items()))
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt(m: Metric, v: Value) -> str:
+    """A metric's value as the report shows it."""
+    if v is None:
+        return "n/a"
+    if m.kind == "text" or isinstance(v, str):
+        return str(v)
+    if m.kind == "share":
+        return f"{100 * float(v):.1f}%"
+    if m.kind == "count":
+        return f"{int(v):,}"
+    if m.kind == "hours":
+        return f"{float(v) / 3600:,.1f}"
+    x = float(v)
+    if x == int(x) and abs(x) < 1e6:
+        return f"{int(x):,}"
+    return f"{x:.3f}" if abs(x) < 10 else f"{x:,.1f}"
+
+
+def _csv_value(v: Value) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _seconds(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    if v < 120:
+        return f"{v:.0f} s"
+    if v < 7200:
+        return f"{v / 60:.1f} min"
+    return f"{v / 3600:.1f} h"
+
+
+# --------------------------------------------------------------------------- CSV
+
+HEAD = ("run", "placer", "policy", "seed", "period_s", "slowdown", "trace", "window", "cluster",
+        "nodes", "gpus")
+
+
+def _head(r: SimResult) -> list[Value]:
+    c = r.config
+    window = "" if r.window is None else f"{r.window[0]:g}:{r.window[1]:g}"
+    return [r.label, c.placer, c.policy, c.seed, c.period_s, c.slowdown.label, Path(r.trace).name,
+            window, r.cluster, r.nodes, r.capacity_gpus]
+
+
+def _csv_text(rows: list[list[Value]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    for row in rows:
+        w.writerow([_csv_value(v) for v in row])
+    return buf.getvalue()
+
+
+def write_csv(runs: Sequence[Run], out: Path) -> list[Path]:
+    """``results.csv`` (a row per run: settings, then every metric of :data:`METRICS`) and
+    ``groups.csv`` (a row per run and queue or gang-size class: jobs, JCT and wait stats)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[list[Value]] = [[*HEAD, *(m.key for m in METRICS)]]
+    rows += [[*_head(r.result), *(m.get(r) for m in METRICS)] for r in runs]
+    path = out / "results.csv"
+    write_text_atomically(path, _csv_text(rows))
+    stats = ("n", "mean", "p50", "p95", "p99")
+    grows: list[list[Value]] = [
+        ["run", "placer", "policy", "seed", "by", "group", "jobs",
+         *(f"jct_{s}" for s in stats), *(f"wait_{s}" for s in stats)]
+    ]
+    for r in runs:
+        c = r.result.config
+        for by, groups in (("size", r.metrics.by_size), ("queue", r.metrics.by_queue)):
+            for g in groups:
+                grows.append(
+                    [r.result.label, c.placer, c.policy, c.seed, by, g.key, g.jobs,
+                     *(getattr(g.jct, s) for s in stats), *(getattr(g.wait, s) for s in stats)]
+                )
+    gpath = out / "groups.csv"
+    write_text_atomically(gpath, _csv_text(grows))
+    return [path, gpath]
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(
+            ["git", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment() -> dict[str, str]:
+    """Date, commit, machine, Python, OR-Tools and the 1-minute load average."""
+    try:
+        ortools = metadata.version("ortools")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a dependency
+        ortools = "unknown"
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    if status:
+        commit += f" (+{len(status.splitlines())} modified files)"
+    try:
+        load = f"{os.getloadavg()[0]:.1f}"
+    except OSError:  # pragma: no cover
+        load = "unknown"
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "ortools": ortools,
+        "load": load,
+    }
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: int = 1) -> list[str]:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def _settings(runs: Sequence[Run]) -> list[str]:
+    r = runs[0].result
+    c = r.config
+    window = "the whole trace" if r.window is None else (
+        f"{r.window[0] / 86400:g} d to {r.window[1] / 86400:g} d after the trace's zero"
+    )
+    slowdowns = sorted({(x.result.config.policy, x.result.config.slowdown) for x in runs},
+                       key=lambda t: t[0])
+    lines = [
+        "## Settings",
+        "",
+        f"- trace: `{Path(r.trace).name}`, jobs arriving in {window}: {runs[0].metrics.jobs:,} jobs",
+        f"- cluster: {r.cluster}, {r.nodes:,} nodes, {r.capacity_gpus:,} GPUs, empty at the start",
+        f"- cycle period: {c.period_s:g} s of simulated time; ticks without change skipped: "
+        f"{'yes' if c.skip_unchanged else 'no'}",
+        f"- placers: {', '.join(dict.fromkeys(x.result.config.placer for x in runs))}; seeds: "
+        f"{', '.join(str(s) for s in sorted({x.result.config.seed for x in runs}))} (seed 0: the "
+        "cluster's node order; seed s > 0: nodes permuted by random.Random(s), CP-SAT seed s"
+        + (f", arrivals jittered by up to {c.jitter_s:g} s" if c.jitter_s else "")
+        + ")",
+    ]
+    if any(x.result.config.placer == "cpsat" for x in runs):
+        lines.append(
+            f"- CP-SAT: {c.time_limit_s:g} s per cycle, {c.workers} search worker(s)"
+            + (", deterministic mode" if c.deterministic else "")
+        )
+    for policy, sd in slowdowns:
+        src = f" (source named by the user: {sd.source})" if sd.source else ""
+        what = "off" if sd.off else (
+            f"a multi-pod gang on L leaves under S spines runs 1 + {sd.leaf:g}(L-1) + "
+            f"{sd.spine:g}(S-1) times its duration{src}"
+        )
+        lines.append(f"- spread slowdown, policy `{policy}`: {what}")
+    lines.append(f"- plans verified by `gangplan.solver.verify` every cycle: "
+                 f"{'yes' if c.verify else 'no'}")
+    return lines + [""]
+
+
+def _group_rows(runs: Sequence[Run], pick: Callable[[SimMetrics], tuple[Group, ...]]) -> list[str]:
+    header = ["run", "group", "jobs", "wait mean", "wait p95", "wait p99", "JCT mean", "JCT p50",
+              "JCT p95", "JCT p99"]
+    rows = []
+    for r in runs:
+        for g in pick(r.metrics):
+            if not g.jobs:
+                continue
+            rows.append([
+                r.result.label, g.key, f"{g.jobs:,}", _seconds(g.wait.mean), _seconds(g.wait.p95),
+                _seconds(g.wait.p99), _seconds(g.jct.mean), _seconds(g.jct.p50),
+                _seconds(g.jct.p95), _seconds(g.jct.p99),
+            ])
+    return _table(header, rows, right_from=2)
+
+
+def write_report(
+    runs: Sequence[Run],
+    out: Path,
+    plots: Sequence[Path] = (),
+    *,
+    elapsed_s: float | None = None,
+    env: dict[str, str] | None = None,
+    notes: Sequence[str] = (),
+) -> Path:
+    """Write ``report.md``. ``notes``: lines for the top (e.g. what else ran on the
+    machine)."""
+    env = env or environment()
+    took = "" if elapsed_s is None else f"; {elapsed_s / 60:.1f} minutes in all"
+    lines = [
+        "# gangplan simulate",
+        "",
+        f"Run {env.get('date', '?')} at commit `{env.get('commit', '?')}` on "
+        f"{env.get('machine', '?')}, Python {env.get('python', '?')}, OR-Tools "
+        f"{env.get('ortools', '?')}{took}. Load average (1 min) at the end: "
+        f"{env.get('load', '?')} (other work on the machine slows every placer alike).",
+        "",
+        *notes,
+        *([""] if notes else []),
+    ]
+    if not runs:
+        lines.append("No run finished.")
+    else:
+        lines += _settings(runs)
+        lines += ["## Metrics per run", "",
+                  "Runs are `placer/policy/seed`. Times in simulated seconds unless marked.", ""]
+        header = ["metric", "unit", *(r.result.label for r in runs)]
+        rows = [[m.label, m.unit, *(fmt(m, m.get(r)) for r in runs)] for m in METRICS]
+        lines += _table(header, rows, right_from=2)
+        lines += ["", "## By gang size (GPUs)", ""]
+        lines += _group_rows(runs, lambda m: m.by_size)
+        lines += ["", "## By queue", ""]
+        lines += _group_rows(runs, lambda m: m.by_queue)
+        lines += ["", "## Fairness: allocation / fair target per queue (cycles with a target)", ""]
+        queues = sorted({q.queue for r in runs for q in r.metrics.queue_shares})
+        qrows = []
+        for q in queues:
+            cells = []
+            for r in runs:
+                s = next((x for x in r.metrics.queue_shares if x.queue == q), None)
+                cells.append("n/a" if s is None or s.mean_ratio is None
+                             else f"{s.mean_ratio:.2f} (min {s.min_ratio:.2f}, {s.samples})")
+            qrows.append([q, *cells])
+        lines += _table(["queue", *(r.result.label for r in runs)], qrows)
+        lines.append("")
+    if plots:
+        lines += ["## Plots", ""]
+        lines += [f"![{p.stem}]({p.name})" for p in plots]
+        lines.append("")
+    lines += _definitions()
+    path = out / "report.md"
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, "\n".join(lines) + "\n")
+    return path
+
+
+def _definitions() -> list[str]:
+    return [
+        "## Definitions",
+        "",
+        "- JCT = end - arrival (finished jobs); wait = start - arrival (started jobs). "
+        "Percentiles: numpy's linear interpolation (Hyndman-Fan type 7).",
+        "- GPU utilisation: GPUs held by running pods / the cluster's GPUs, time-averaged over "
+        "the arrival window (first to last arrival) and over the whole run (first arrival to "
+        "the last completion). Makespan: last completion - first arrival.",
+        "- Fairness: after each cycle, each queue with pending demand: its dominant share "
+        "(DRF) against its fair target from `gangplan.solver.fairness.fair_shares` on the "
+        "cycle's snapshot; Jain's index over the queues of positive target (cycles with two "
+        "or more).",
+        "- Cycle wall time: the placer's own time per cycle (snapshot, baselines, CP-SAT, "
+        "reasons), not the simulator's bookkeeping.",
+        "",
+    ]
+
+
+def write_outputs(
+    results: Sequence[SimResult],
+    out: Path,
+    *,
+    elapsed_s: float | None = None,
+    notes: Sequence[str] = (),
+    plots: bool = True,
+) -> list[Path]:
+    """CSV files, plots and the report in ``out``; returns the paths written."""
+    from gangplan.adapters.sim.plots import write_plots
+
+    runs = [Run.of(r) for r in results]
+    paths = write_csv(runs, out)
+    pngs = write_plots(runs, out) if plots and runs else []
+    paths += pngs
+    paths.append(write_report(runs, out, pngs, elapsed_s=elapsed_s, notes=notes))
+    return paths
