@@ -45,35 +45,28 @@ def _errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class _Duration(click.ParamType):
-    """Seconds, or numbers with units d, h, m, s (``60``, ``5m``, ``7d``); finite, > 0."""
+def _seconds(value: str | float | None, *, zero_ok: bool = False) -> float | None:
+    """Seconds, or numbers with units d, h, m, s (``60``, ``5m``, ``7d``); finite, > 0 (or
+    0 when ``zero_ok``). Raises click.BadParameter."""
+    if value is None or isinstance(value, float):
+        return value
+    from gangplan.adapters.traces.common import parse_duration
 
-    name = "duration"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, float):
-            return value
-        from gangplan.adapters.traces.common import parse_duration
-
-        try:
-            seconds = parse_duration(str(value))
-        except ValueError as err:
-            self.fail(str(err), param, ctx)
-        if not seconds > 0 or seconds == float("inf"):
-            self.fail(f"{value!r}: accepted a time > 0 (e.g. 60, 5m, 7d)", param, ctx)
-        return seconds
+    try:
+        seconds = parse_duration(str(value))
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    if seconds == float("inf") or not (seconds > 0 or (zero_ok and seconds == 0)):
+        raise click.BadParameter(f"{value!r}: accepted a time > 0 (e.g. 60, 5m, 7d)")
+    return seconds
 
 
-class _NonNegativeDuration(_Duration):
-    name = "duration"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if str(value).strip() in ("0", "0s", "0.0"):
-            return 0.0
-        return super().convert(value, param, ctx)
+def _duration(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    return _seconds(value)
 
 
-DURATION = _Duration()
+def _duration0(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    return _seconds(value, zero_ok=True)
 
 
 def _window(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -120,7 +113,11 @@ def _slowdowns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     help="repeat for several (default: greedy)",
 )
 @click.option(
-    "--period", type=DURATION, default=60.0, show_default=True, help="simulated s between cycles"
+    "--period",
+    callback=_duration,
+    default="60",
+    show_default=True,
+    help="simulated time between cycles (s, or 5m, 1h)",
 )
 @click.option(
     "--window",
@@ -149,19 +146,20 @@ def _slowdowns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @click.option("--ray", "ray_address", default=None, help="run the sweep on Ray (local: start one)")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="worker processes")
 @click.option(
-    "--time-limit", type=DURATION, default=1.0, show_default=True, help="CP-SAT s per cycle"
+    "--time-limit", callback=_duration, default="1", show_default=True, help="CP-SAT s per cycle"
 )
 @click.option("--search-workers", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--deterministic", is_flag=True, help="CP-SAT in deterministic mode (repeatable)")
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option(
-    "--rack-size", type=click.IntRange(min=1), default=16, show_default=True,
+    "--rack-size",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
     help="machines per synthetic rack (Philly's machine list only)",
 )
-@click.option(
-    "--jitter", type=_NonNegativeDuration(), default=0.0, help="seeded arrival jitter, max s"
-)
-@click.option("--horizon", type=DURATION, default=None, help="stop at this simulated time")
+@click.option("--jitter", callback=_duration0, default="0", help="seeded arrival jitter, max s")
+@click.option("--horizon", callback=_duration, default=None, help="stop at this simulated time")
 @click.option("--verify", is_flag=True, help="check every plan with the independent verifier")
 @click.option("--no-plots", is_flag=True)
 @_errors
@@ -216,8 +214,7 @@ def simulate(
         horizon_s=horizon,
     )
     policies = [
-        Policy("base" if s.off else f"slow({s.label})", (("slowdown", s),))
-        for s in slowdowns
+        Policy("base" if s.off else f"slow({s.label})", (("slowdown", s),)) for s in slowdowns
     ]
     configs = sweep_configs(
         base, placers or ("greedy",), range(first_seed, first_seed + seeds), policies
@@ -247,17 +244,20 @@ def _problem(message: str) -> Any:
 def _summary(results: list[Any]) -> None:
     from gangplan.adapters.sim.metrics import run_metrics
 
-    click.echo("run | finished | JCT mean s | wait mean s | wait p99 s | util (window) | cycles "
-               "| cycle p50/p99 s | wall s")
+    click.echo(
+        "run | finished | JCT mean s | wait mean s | wait p99 s | util (window) | cycles "
+        "| cycle p50/p99 s | wall s"
+    )
     for r in results:
         m = run_metrics(r)
 
         def f(x: float | None, p: str = ".0f") -> str:
             return "n/a" if x is None else format(x, p)
 
+        util = None if m.utilisation_window is None else 100 * m.utilisation_window
         click.echo(
             f"{r.label} | {m.finished:,}/{m.jobs:,} | {f(m.jct.mean)} | {f(m.wait.mean)} | "
-            f"{f(m.wait.p99)} | {f(None if m.utilisation_window is None else 100 * m.utilisation_window, '.1f')}% "
+            f"{f(m.wait.p99)} | {f(util, '.1f')}% "
             f"| {m.cycles:,} | {f(m.cycle_p50_s, '.3f')}/{f(m.cycle_p99_s, '.3f')} | "
             f"{r.wall_time_s:.1f}"
         )

@@ -64,8 +64,8 @@ __all__ = [
     "ShareSample",
     "SimConfig",
     "SimResult",
-    "SimulationError",
     "Simulation",
+    "SimulationError",
     "simulate",
 ]
 
@@ -92,7 +92,7 @@ class SimConfig:
     period_s: float = 60.0
     seed: int = 0
     policy: str = "default"
-    slowdown: Slowdown = Slowdown()
+    slowdown: Slowdown = field(default_factory=Slowdown)
     time_limit_s: float = 1.0
     workers: int = 1
     deterministic: bool = False
@@ -565,12 +565,9 @@ class Simulation:
 
     def _mark_not_arrived(self, never_arrived: list[SimJob]) -> None:
         for job in never_arrived:
-            self._records[job.gang.key] = replace(
-                self._records[job.gang.key], status="not_arrived"
-            )
+            self._records[job.gang.key] = replace(self._records[job.gang.key], status="not_arrived")
 
 
 def simulate(inp: SimInput, config: SimConfig) -> SimResult:
     """Run ``inp`` under ``config`` (see the module docstring)."""
     return Simulation(inp, config).run()
-

@@ -112,10 +112,22 @@ def _queue_shares(runs: Sequence[Run], path: Path) -> Path:
                 continue
             days = np.array([(s.time - t0) / 86400 for s in samples])
             color = f"C{k}"
-            ax.plot(days, [s.allocation_ppm / 1e4 for s in samples], ".", ms=2, color=color,
-                    label=f"{q} allocation")
-            ax.plot(days, [s.target_ppm / 1e4 for s in samples], "-", lw=0.6, color=color,
-                    label=f"{q} fair target")
+            ax.plot(
+                days,
+                [s.allocation_ppm / 1e4 for s in samples],
+                ".",
+                ms=2,
+                color=color,
+                label=f"{q} allocation",
+            )
+            ax.plot(
+                days,
+                [s.target_ppm / 1e4 for s in samples],
+                "-",
+                lw=0.6,
+                color=color,
+                label=f"{q} fair target",
+            )
         ax.set_title(f"queue shares, {res.label}")
         ax.set_ylabel("dominant share (%)")
         ax.grid(alpha=0.3)

@@ -76,7 +76,7 @@ def _stat(which: str, field: str) -> Callable[[Run], Value]:
 def _longest(field: str) -> Callable[[Run], Value]:
     def get(r: Run) -> Value:
         lw = r.metrics.longest_wait
-        return None if lw is None else getattr(lw, field)  # type: ignore[no-any-return]
+        return None if lw is None else getattr(lw, field)
 
     return get
 
@@ -84,7 +84,9 @@ def _longest(field: str) -> Callable[[Run], Value]:
 METRICS: tuple[Metric, ...] = (
     Metric("jobs", "jobs", "jobs", lambda r: r.metrics.jobs, kind="count"),
     Metric("finished", "finished", "jobs", lambda r: r.metrics.finished, "higher", "count"),
-    Metric("never_fits", "dropped: never fit", "jobs", lambda r: r.metrics.never_fits, kind="count"),
+    Metric(
+        "never_fits", "dropped: never fit", "jobs", lambda r: r.metrics.never_fits, kind="count"
+    ),
     Metric(
         "unfinished", "unfinished at the end", "jobs", lambda r: r.metrics.unfinished, kind="count"
     ),
@@ -97,7 +99,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("wait_p95_s", "wait, p95", "s", _stat("wait", "p95"), "lower"),
     Metric("wait_p99_s", "wait, p99", "s", _stat("wait", "p99"), "lower"),
     Metric("longest_wait_s", "longest wait", "s", _longest("wait_s"), "lower"),
-    Metric("longest_wait_job", "... job (GPUs, queue)", "", lambda r: _longest_text(r), kind="text"),
+    Metric(
+        "longest_wait_job", "... job (GPUs, queue)", "", lambda r: _longest_text(r), kind="text"
+    ),
     Metric(
         "utilisation_window",
         "GPU utilisation, arrival window",
@@ -115,7 +119,13 @@ METRICS: tuple[Metric, ...] = (
         "share",
     ),
     Metric("makespan_s", "makespan", "h", lambda r: r.metrics.makespan_s, "lower", "hours"),
-    Metric("jain_mean", "Jain's index, mean over cycles", "1 = even", lambda r: r.metrics.jain_mean, "higher"),
+    Metric(
+        "jain_mean",
+        "Jain's index, mean over cycles",
+        "1 = even",
+        lambda r: r.metrics.jain_mean,
+        "higher",
+    ),
     Metric("jain_min", "Jain's index, lowest", "", lambda r: r.metrics.jain_min, "higher"),
     Metric(
         "slowed_jobs",
@@ -194,15 +204,37 @@ def _seconds(v: float | None) -> str:
 
 # --------------------------------------------------------------------------- CSV
 
-HEAD = ("run", "placer", "policy", "seed", "period_s", "slowdown", "trace", "window", "cluster",
-        "nodes", "gpus")
+HEAD = (
+    "run",
+    "placer",
+    "policy",
+    "seed",
+    "period_s",
+    "slowdown",
+    "trace",
+    "window",
+    "cluster",
+    "nodes",
+    "gpus",
+)
 
 
 def _head(r: SimResult) -> list[Value]:
     c = r.config
     window = "" if r.window is None else f"{r.window[0]:g}:{r.window[1]:g}"
-    return [r.label, c.placer, c.policy, c.seed, c.period_s, c.slowdown.label, Path(r.trace).name,
-            window, r.cluster, r.nodes, r.capacity_gpus]
+    return [
+        r.label,
+        c.placer,
+        c.policy,
+        c.seed,
+        c.period_s,
+        c.slowdown.label,
+        Path(r.trace).name,
+        window,
+        r.cluster,
+        r.nodes,
+        r.capacity_gpus,
+    ]
 
 
 def _csv_text(rows: list[list[Value]]) -> str:
@@ -223,16 +255,34 @@ def write_csv(runs: Sequence[Run], out: Path) -> list[Path]:
     write_text_atomically(path, _csv_text(rows))
     stats = ("n", "mean", "p50", "p95", "p99")
     grows: list[list[Value]] = [
-        ["run", "placer", "policy", "seed", "by", "group", "jobs",
-         *(f"jct_{s}" for s in stats), *(f"wait_{s}" for s in stats)]
+        [
+            "run",
+            "placer",
+            "policy",
+            "seed",
+            "by",
+            "group",
+            "jobs",
+            *(f"jct_{s}" for s in stats),
+            *(f"wait_{s}" for s in stats),
+        ]
     ]
     for r in runs:
         c = r.result.config
         for by, groups in (("size", r.metrics.by_size), ("queue", r.metrics.by_queue)):
             for g in groups:
                 grows.append(
-                    [r.result.label, c.placer, c.policy, c.seed, by, g.key, g.jobs,
-                     *(getattr(g.jct, s) for s in stats), *(getattr(g.wait, s) for s in stats)]
+                    [
+                        r.result.label,
+                        c.placer,
+                        c.policy,
+                        c.seed,
+                        by,
+                        g.key,
+                        g.jobs,
+                        *(getattr(g.jct, s) for s in stats),
+                        *(getattr(g.wait, s) for s in stats),
+                    ]
                 )
     gpath = out / "groups.csv"
     write_text_atomically(gpath, _csv_text(grows))
@@ -290,15 +340,19 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: int
 def _settings(runs: Sequence[Run]) -> list[str]:
     r = runs[0].result
     c = r.config
-    window = "the whole trace" if r.window is None else (
-        f"{r.window[0] / 86400:g} d to {r.window[1] / 86400:g} d after the trace's zero"
+    window = (
+        "the whole trace"
+        if r.window is None
+        else (f"{r.window[0] / 86400:g} d to {r.window[1] / 86400:g} d after the trace's zero")
     )
-    slowdowns = sorted({(x.result.config.policy, x.result.config.slowdown) for x in runs},
-                       key=lambda t: t[0])
+    slowdowns = sorted(
+        {(x.result.config.policy, x.result.config.slowdown) for x in runs}, key=lambda t: t[0]
+    )
     lines = [
         "## Settings",
         "",
-        f"- trace: `{Path(r.trace).name}`, jobs arriving in {window}: {runs[0].metrics.jobs:,} jobs",
+        f"- trace: `{Path(r.trace).name}`, jobs arriving in {window}: "
+        f"{runs[0].metrics.jobs:,} jobs",
         f"- cluster: {r.cluster}, {r.nodes:,} nodes, {r.capacity_gpus:,} GPUs, empty at the start",
         f"- cycle period: {c.period_s:g} s of simulated time; ticks without change skipped: "
         f"{'yes' if c.skip_unchanged else 'no'}",
@@ -315,29 +369,53 @@ def _settings(runs: Sequence[Run]) -> list[str]:
         )
     for policy, sd in slowdowns:
         src = f" (source named by the user: {sd.source})" if sd.source else ""
-        what = "off" if sd.off else (
-            f"a multi-pod gang on L leaves under S spines runs 1 + {sd.leaf:g}(L-1) + "
-            f"{sd.spine:g}(S-1) times its duration{src}"
+        what = (
+            "off"
+            if sd.off
+            else (
+                f"a multi-pod gang on L leaves under S spines runs 1 + {sd.leaf:g}(L-1) + "
+                f"{sd.spine:g}(S-1) times its duration{src}"
+            )
         )
         lines.append(f"- spread slowdown, policy `{policy}`: {what}")
-    lines.append(f"- plans verified by `gangplan.solver.verify` every cycle: "
-                 f"{'yes' if c.verify else 'no'}")
-    return lines + [""]
+    lines.append(
+        f"- plans verified by `gangplan.solver.verify` every cycle: {'yes' if c.verify else 'no'}"
+    )
+    return [*lines, ""]
 
 
 def _group_rows(runs: Sequence[Run], pick: Callable[[SimMetrics], tuple[Group, ...]]) -> list[str]:
-    header = ["run", "group", "jobs", "wait mean", "wait p95", "wait p99", "JCT mean", "JCT p50",
-              "JCT p95", "JCT p99"]
+    header = [
+        "run",
+        "group",
+        "jobs",
+        "wait mean",
+        "wait p95",
+        "wait p99",
+        "JCT mean",
+        "JCT p50",
+        "JCT p95",
+        "JCT p99",
+    ]
     rows = []
     for r in runs:
         for g in pick(r.metrics):
             if not g.jobs:
                 continue
-            rows.append([
-                r.result.label, g.key, f"{g.jobs:,}", _seconds(g.wait.mean), _seconds(g.wait.p95),
-                _seconds(g.wait.p99), _seconds(g.jct.mean), _seconds(g.jct.p50),
-                _seconds(g.jct.p95), _seconds(g.jct.p99),
-            ])
+            rows.append(
+                [
+                    r.result.label,
+                    g.key,
+                    f"{g.jobs:,}",
+                    _seconds(g.wait.mean),
+                    _seconds(g.wait.p95),
+                    _seconds(g.wait.p99),
+                    _seconds(g.jct.mean),
+                    _seconds(g.jct.p50),
+                    _seconds(g.jct.p95),
+                    _seconds(g.jct.p99),
+                ]
+            )
     return _table(header, rows, right_from=2)
 
 
@@ -369,8 +447,12 @@ def write_report(
         lines.append("No run finished.")
     else:
         lines += _settings(runs)
-        lines += ["## Metrics per run", "",
-                  "Runs are `placer/policy/seed`. Times in simulated seconds unless marked.", ""]
+        lines += [
+            "## Metrics per run",
+            "",
+            "Runs are `placer/policy/seed`. Times in simulated seconds unless marked.",
+            "",
+        ]
         header = ["metric", "unit", *(r.result.label for r in runs)]
         rows = [[m.label, m.unit, *(fmt(m, m.get(r)) for r in runs)] for m in METRICS]
         lines += _table(header, rows, right_from=2)
@@ -385,8 +467,11 @@ def write_report(
             cells = []
             for r in runs:
                 s = next((x for x in r.metrics.queue_shares if x.queue == q), None)
-                cells.append("n/a" if s is None or s.mean_ratio is None
-                             else f"{s.mean_ratio:.2f} (min {s.min_ratio:.2f}, {s.samples})")
+                cells.append(
+                    "n/a"
+                    if s is None or s.mean_ratio is None
+                    else f"{s.mean_ratio:.2f} (min {s.min_ratio:.2f}, {s.samples})"
+                )
             qrows.append([q, *cells])
         lines += _table(["queue", *(r.result.label for r in runs)], qrows)
         lines.append("")

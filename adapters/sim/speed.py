@@ -28,7 +28,7 @@ across resizes; :meth:`SpeedModel.rate` already takes the size for that reason.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = ["Slowdown", "SpeedModel", "SpreadSpeed"]
@@ -106,7 +106,7 @@ class SpreadSpeed:
     """Rate 1 / :meth:`Slowdown.factor` for a job of more than one pod, 1 otherwise (full
     size only: ``pods`` = ``full_pods`` until elastic gangs come)."""
 
-    slowdown: Slowdown = Slowdown()
+    slowdown: Slowdown = field(default_factory=Slowdown)
 
     def rate(self, pods: int, full_pods: int, leaves: int, spines: int) -> float:
         if full_pods <= 1:

@@ -123,7 +123,9 @@ def run_sweep(
     return [r for r in results if r is not None]
 
 
-def _guarded(fn: Callable[[SimInput, SimConfig], SimResult], inp: SimInput, cfg: SimConfig) -> SimResult:
+def _guarded(
+    fn: Callable[[SimInput, SimConfig], SimResult], inp: SimInput, cfg: SimConfig
+) -> SimResult:
     try:
         return fn(inp, cfg)
     except Exception as err:

@@ -7,24 +7,11 @@ nodes (``three_nodes``): n1 and n2 in leaf ``a``, n3 in leaf ``b``; pods of at m
 
 from __future__ import annotations
 
-import os
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-
-ROOT = Path(__file__).resolve().parents[3]
-DATA = Path(
-    os.environ.get("GANGPLAN_SHARED_DATA")
-    or next(
-        (p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "data").is_dir()),
-        ROOT.parent / "shared" / "data",
-    )
-)
-PHILLY_JOBS = DATA / "pollux-philly-jobs" / "philly.csv"
-PHILLY_MACHINES = DATA / "philly" / "cluster_machine_list"
 
 PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 
@@ -38,12 +25,6 @@ HAND_JOBS = [
 ]
 
 
-def need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is absent (the real traces live in ../shared/data; not copied)")
-    return path
-
-
 def philly_rows(jobs: list[tuple[float, float, int, str]]) -> str:
     """Philly CSV text for ``(offset s, duration s, GPUs, VC)`` rows."""
     lines = [PHILLY_HEADER]
@@ -52,12 +33,6 @@ def philly_rows(jobs: list[tuple[float, float, int, str]]) -> str:
         h, m = divmod(minutes, 60)
         lines.append(f"2017-10-01 {h:02d}:{m:02d}:{s:02d},{dur:g},{gpus},{dur * gpus:g},{vc}\n")
     return "".join(lines)
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
-    return path
 
 
 def three_nodes_data(gpus: int = 4) -> dict:

@@ -133,3 +133,21 @@ def test_spread_slowdown(trace_of: Callable[..., Path], three_nodes: Path) -> No
     assert (one.start, one.end, one.factor) == (0, 1000, 1.0)
     assert (two.start, two.end, two.leaves, two.factor) == (60, 210, 2, 1.5)
     assert plain.jobs[1].end == 160
+
+
+def test_seed_changes_ties(hand_trace: Path, three_nodes: Path) -> None:
+    """Seed 1 permutes the nodes with random.Random(1): the order is n2, n3, n1. Greedy's
+    binpack scores tie on empty nodes, so J1's two pods go to n2 then n3 — leaves a and b.
+    With leaf=0.5 J1 runs 1.5 x 600 = 900 s; J2 takes n1 at 60 (ends 360); J3 and J5 go
+    to n1 at 360 as before; J4 waits for J1 (900) and gets n2, n3 again: 2 leaves, 1.5 x
+    200 = 300 s, ends 1200. Seed 0 (node order n1, n2, n3) keeps both jobs in leaf a."""
+    slow = Slowdown(leaf=0.5)
+    seeded = starts_ends(run(hand_trace, three_nodes, placer="greedy", seed=1, slowdown=slow))
+    assert seeded == {
+        "philly-00001": (0, 900),
+        "philly-00002": (60, 360),
+        "philly-00003": (360, 460),
+        "philly-00004": (900, 1200),
+        "philly-00005": (360, 410),
+    }
+    assert starts_ends(run(hand_trace, three_nodes, placer="greedy", slowdown=slow)) == EXPECTED
