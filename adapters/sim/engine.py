@@ -41,6 +41,7 @@ rescheduled from the work left) and need :meth:`Simulation._bind` to accept a pa
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import random
@@ -329,7 +330,20 @@ class Simulation:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> SimResult:
-        """Simulate until nothing is left to happen (or the horizon); return the result."""
+        """Simulate until nothing is left to happen (or the horizon); return the result.
+
+        The objects alive when the run starts (the input: thousands of gangs) are moved out
+        of the garbage collector's reach for the run (:func:`gc.freeze`, undone at the end):
+        every cycle allocates a topology graph, and each full collection would otherwise
+        rescan the whole input (measured: a quarter of a greedy run's time)."""
+        gc.collect()
+        gc.freeze()
+        try:
+            return self._run()
+        finally:
+            gc.unfreeze()
+
+    def _run(self) -> SimResult:
         started = time.perf_counter()
         cfg = self.config
         arrivals = self._arrivals()
