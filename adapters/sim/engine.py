@@ -35,7 +35,7 @@ give the same run (wall times aside; CP-SAT only in deterministic mode).
 **Extension points** (not built): reservation with backfill reads
 ``CycleInput.pending_since`` / ``expected_end``
 (:mod:`gangplan.adapters.sim.placers`) and ``SimJob.expected_duration``; elastic gangs
-change a running job's size with :meth:`Run.set_rate` (work conserved: the completion is
+change a running job's size with :meth:`RunningJob.set_rate` (work conserved: the completion is
 rescheduled from the work left) and need :meth:`Simulation._bind` to accept a partial gang.
 """
 
@@ -61,7 +61,7 @@ from gangplan.solver.verify import verify
 __all__ = [
     "CycleRecord",
     "JobRecord",
-    "Run",
+    "RunningJob",
     "ShareSample",
     "SimConfig",
     "SimResult",
@@ -214,7 +214,7 @@ class SimResult:
 
 
 @dataclass
-class Run:
+class RunningJob:
     """A bound job: its pods, where they are, and its progress. ``work_left`` (s of work at
     rate 1) is counted from ``since``; ``version`` invalidates a completion event that a
     rate change replaced."""
@@ -293,7 +293,7 @@ class Simulation:
 
     _static: dict[str, Any] = field(init=False, default_factory=dict)
     _pending: dict[str, _Pending] = field(init=False, default_factory=dict)
-    _running: dict[str, Run] = field(init=False, default_factory=dict)
+    _running: dict[str, RunningJob] = field(init=False, default_factory=dict)
     _pods: tuple[RunningPod, ...] | None = field(init=False, default=None)
     _events: list[tuple[float, int, str, int]] = field(init=False, default_factory=list)
     _records: dict[str, JobRecord] = field(init=False, default_factory=dict)
@@ -501,7 +501,7 @@ class Simulation:
         leaves, spines = _extent(self._node_view, {p.node for p in pods})
         assert self.speed is not None
         rate = self.speed.rate(len(pods), gang.size, leaves, spines)
-        run = Run(job, now, running, leaves, spines, rate, job.duration, now)
+        run = RunningJob(job, now, running, leaves, spines, rate, job.duration, now)
         self._running[gang.key] = run
         self._pods = None
         self._push(run)
@@ -517,13 +517,13 @@ class Simulation:
             factor=1.0 / rate if rate > 0 else math.inf,
         )
 
-    def _expected_end(self, run: Run) -> float | None:
+    def _expected_end(self, run: RunningJob) -> float | None:
         d = run.job.expected_duration
         return None if d is None else run.start + d
 
     # ------------------------------------------------------------------ departures
 
-    def _push(self, run: Run) -> None:
+    def _push(self, run: RunningJob) -> None:
         self._seq += 1
         heapq.heappush(self._events, (run.end, self._seq, run.job.gang.key, run.version))
 

@@ -151,3 +151,29 @@ def test_seed_changes_ties(hand_trace: Path, three_nodes: Path) -> None:
         "philly-00005": (360, 410),
     }
     assert starts_ends(run(hand_trace, three_nodes, placer="greedy", slowdown=slow)) == EXPECTED
+
+
+def test_never_fits_is_dropped(trace_of: Callable[..., Path], three_nodes: Path) -> None:
+    """A 16-GPU job cannot fit the 12-GPU cluster even empty: the cycle at 0 reports it as
+    never fitting and it is dropped (status never_fits, no start); the 4-GPU job arriving
+    with it starts at 0 and ends at 100, and the run ends there."""
+    result = run(trace_of([(0, 100, 16, "aa"), (0, 100, 4, "aa")]), three_nodes, placer="greedy")
+    big, small = result.jobs
+    assert (big.status, big.start, big.end) == ("never_fits", None, None)
+    assert (small.status, small.start, small.end) == ("finished", 0, 100)
+    assert [c.time for c in result.cycles] == [0]
+    assert result.end_time == 100
+
+
+def test_horizon_stops_the_run(hand_trace: Path, three_nodes: Path) -> None:
+    """At a horizon of 400 s: J1 (ends 600) and J3, J5 (started 360; J5 ends 410) are still
+    running, J4 still pending, J2 finished at 360; no job is left to arrive."""
+    result = run(hand_trace, three_nodes, placer="greedy", horizon_s=400.0)
+    assert [j.status for j in result.jobs] == [
+        "running",
+        "finished",
+        "running",
+        "pending",
+        "running",
+    ]
+    assert result.end_time == 400
