@@ -374,6 +374,7 @@ class Simulation:
                 break  # nothing left to happen: pending gangs (if any) can never change
             now = max(now + cfg.period_s, _tick(nxt, cfg.period_s))
         if now > horizon:
+            self._finish_until(horizon)  # jobs done between the last tick and the horizon
             end = horizon
         else:
             ends = [r.end for r in self._records.values() if r.end is not None]

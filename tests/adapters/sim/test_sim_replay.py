@@ -177,3 +177,22 @@ def test_horizon_stops_the_run(hand_trace: Path, three_nodes: Path) -> None:
         "running",
     ]
     assert result.end_time == 400
+
+
+def test_horizon_between_ticks(trace_of: Callable[..., Path], three_nodes: Path) -> None:
+    """A job of 30 s starting at 0 ends at 30; with the horizon at 50 (before the next tick
+    at 60) it is counted as finished at 30, not left running."""
+    result = run(trace_of([(0, 30, 1, "aa")]), three_nodes, placer="greedy", horizon_s=50.0)
+    assert [(j.status, j.end) for j in result.jobs] == [("finished", 30)]
+
+
+def test_jitter_is_seeded(hand_trace: Path, three_nodes: Path) -> None:
+    """With jitter_s = 20 every arrival moves later by less than 20 s; the same seed gives
+    the same arrivals, another seed others."""
+    base = {j.name: j.arrival for j in run(hand_trace, three_nodes, placer="greedy").jobs}
+    one = run(hand_trace, three_nodes, placer="greedy", jitter_s=20.0, seed=1)
+    again = run(hand_trace, three_nodes, placer="greedy", jitter_s=20.0, seed=1)
+    other = run(hand_trace, three_nodes, placer="greedy", jitter_s=20.0, seed=2)
+    assert all(0 <= j.arrival - base[j.name] < 20 for j in one.jobs)
+    assert one.jobs == again.jobs
+    assert {j.name: j.arrival for j in other.jobs} != {j.name: j.arrival for j in one.jobs}
