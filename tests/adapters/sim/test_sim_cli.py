@@ -133,3 +133,47 @@ def test_nothing_half_written_on_error(hand_trace: Path, tmp_path: Path) -> None
     out = tmp_path / "out"
     run(hand_trace, "--cluster", tmp_path / "none.yaml", "--out", out)
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_itp_trace(three_nodes: Path, tmp_path: Path) -> None:
+    """An ITP file (format found from its header; one queue, itp-<stem>). At 0, a (4 GPUs)
+    and b (8) fill the 12 GPUs; c (4, arrived 10) waits until both end at 100, starts at
+    the tick of 120 and ends at 170. Mean JCT (100 + 100 + 160) / 3 = 120; mean wait
+    (0 + 0 + 110) / 3."""
+    trace = tmp_path / "cluster99.csv"
+    trace.write_text(
+        "job_id,submission_time,duration,num_gpu\na,0,100,4\nb,0,100,8\nc,10,50,4\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    result = run(trace, "--cluster", three_nodes, "--gpus-per-node", 4, "--out", out, "--no-plots")
+    assert result.exit_code == 0, result.output
+    row = next(csv.DictReader((out / "results.csv").open(encoding="utf-8")))
+    assert float(row["jct_mean_s"]) == 120
+    assert float(row["wait_mean_s"]) == pytest.approx(110 / 3, rel=1e-5)
+    groups = list(csv.DictReader((out / "groups.csv").open(encoding="utf-8")))
+    assert {g["group"] for g in groups if g["by"] == "queue"} == {"itp-cluster99"}
+
+
+def test_instance_cluster_drops_its_gangs_and_pods(
+    hand_trace: Path, three_nodes: Path, tmp_path: Path
+) -> None:
+    """An instance file used as the cluster starts empty: its own pending gang and running
+    pod are dropped (the hand-worked schedule is unchanged)."""
+    data = yaml.safe_load(three_nodes.read_text(encoding="utf-8"))
+    data["queues"] = [{"name": "q"}]
+    data["gangs"] = [
+        {
+            "name": "g",
+            "queue": "q",
+            "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 4}}],
+        }
+    ]
+    data["running"] = [{"name": "p", "queue": "q", "node": "n1", "requests": {"nvidia.com/gpu": 4}}]
+    path = tmp_path / "busy.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    out = tmp_path / "out"
+    result = run(hand_trace, "--cluster", path, "--gpus-per-node", 4, "--out", out, "--no-plots")
+    assert result.exit_code == 0, result.output
+    row = next(csv.DictReader((out / "results.csv").open(encoding="utf-8")))
+    assert float(row["jct_mean_s"]) == 412  # as in test_sim_metrics.py
