@@ -11,7 +11,7 @@ next one, as a periodic scheduler would.
 since the previous cycle: a job arrived or left, or the previous cycle bound a gang. A
 cycle on an unchanged cluster would see exactly what the previous one left, so ticks
 without change are skipped (``skip_unchanged``; off: every tick with pending gangs runs,
-and the test suite checks that both give the same runs for the deterministic placers). The
+and a test checks that both give the same run for greedy on the hand-worked trace). The
 run ends when nothing is pending, running or still to arrive, or when pending gangs can
 no longer change (nothing runs, nothing arrives), or at ``horizon_s``.
 
