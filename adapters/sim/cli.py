@@ -192,10 +192,11 @@ def simulate(
     from gangplan.adapters.sim.cluster import load_cluster
     from gangplan.adapters.sim.engine import SimConfig
     from gangplan.adapters.sim.jobs import load_input
-    from gangplan.adapters.sim.report import write_outputs
+    from gangplan.adapters.sim.report import environment, write_outputs
     from gangplan.adapters.sim.sweep import Policy, run_sweep, sweep_configs
 
     started = time.monotonic()
+    env = environment()  # the commit and the load when the runs start
     spec = load_cluster(cluster, rack_size=rack_size)
     inp = load_input(trace, spec, fmt=fmt, window=window, limit=limit, gpus_per_node=gpus_per_node)
     for w in inp.warnings:
@@ -229,7 +230,9 @@ def simulate(
         click.echo(f"  done {r.label}: {len(r.cycles):,} cycles, {r.wall_time_s:.1f} s", err=True)
 
     results = run_sweep(inp, configs, workers=workers, ray_address=ray_address, done=done)
-    paths = write_outputs(results, out, elapsed_s=time.monotonic() - started, plots=not no_plots)
+    paths = write_outputs(
+        results, out, elapsed_s=time.monotonic() - started, plots=not no_plots, env=env
+    )
     _summary(results)
     for p in paths:
         click.echo(f"wrote {p}")

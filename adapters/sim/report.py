@@ -437,8 +437,9 @@ def write_report(
         "",
         f"Run {env.get('date', '?')} at commit `{env.get('commit', '?')}` on "
         f"{env.get('machine', '?')}, Python {env.get('python', '?')}, OR-Tools "
-        f"{env.get('ortools', '?')}{took}. Load average (1 min) at the end: "
-        f"{env.get('load', '?')} (other work on the machine slows every placer alike).",
+        f"{env.get('ortools', '?')}{took}. Load average (1 min) at the start: "
+        f"{env.get('load', '?')}, at the end: {environment()['load']} (other work on the "
+        "machine slows every placer alike).",
         "",
         *notes,
         *([""] if notes else []),
@@ -512,13 +513,15 @@ def write_outputs(
     elapsed_s: float | None = None,
     notes: Sequence[str] = (),
     plots: bool = True,
+    env: dict[str, str] | None = None,
 ) -> list[Path]:
-    """CSV files, plots and the report in ``out``; returns the paths written."""
+    """CSV files, plots and the report in ``out``; returns the paths written. ``env``:
+    :func:`environment` taken when the runs started (default: now)."""
     from gangplan.adapters.sim.plots import write_plots
 
     runs = [Run.of(r) for r in results]
     paths = write_csv(runs, out)
     pngs = write_plots(runs, out) if plots and runs else []
     paths += pngs
-    paths.append(write_report(runs, out, pngs, elapsed_s=elapsed_s, notes=notes))
+    paths.append(write_report(runs, out, pngs, elapsed_s=elapsed_s, notes=notes, env=env))
     return paths
