@@ -2,12 +2,12 @@
 
 User mistakes (a missing trace, a bad row, a bad window, a cluster without GPUs) end with
 ``error:`` lines naming the file, the row and the field, and exit code 1 (bad option values:
-click's usage error, exit 2) — never a traceback.
+click's usage error, exit 2) — never a traceback; as every command, through
+:class:`gangplan.adapters.cli.common.UserError`.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from functools import wraps
@@ -25,22 +25,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _errors(func: F) -> F:
-    from gangplan.adapters.sim.engine import SimulationError
-    from gangplan.adapters.sim.sweep import RayMissing, SweepError
+    """User mistakes (input errors) and failed runs become the command line's
+    ``UserError`` (``error:`` lines, exit 1). Imported when called: the command line's
+    package imports this module."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from gangplan.adapters.cli.common import UserError, user_errors
+        from gangplan.adapters.sim.engine import SimulationError
+        from gangplan.adapters.sim.sweep import RayMissing, SweepError
+
         try:
-            return func(*args, **kwargs)
-        except InputError as err:
-            for line in err.lines():
-                click.echo(f"error: {line}", err=True)
-            n = len(err.problems)
-            click.echo(f"{n} problem{'s' if n != 1 else ''} found", err=True)
-            sys.exit(1)
+            with user_errors():
+                return func(*args, **kwargs)
         except (SimulationError, SweepError, RayMissing) as err:
-            click.echo(f"error: {err}", err=True)
-            sys.exit(1)
+            raise UserError([str(err)]) from None
 
     return wrapper  # type: ignore[return-value]
 
