@@ -49,11 +49,12 @@ class Fault:
     """Answer ``status`` to the next ``times`` calls of ``verb`` (``list``, ``watch``,
     ``get``, ``patch``, ``status`` (a status patch), ``delete``, ``bind``, ``evict``,
     ``create``, ``replace``, or ``*``) on ``kind`` (a :attr:`Kind.key`; None: any) and
-    ``name`` (None: any), after letting ``skip`` matching calls through. ``delay_s``: the
-    clock moves by this much first (a slow API; with status 0 and no times, only slow)."""
+    ``name`` (None: any), after letting ``skip`` matching calls through. Status 0 is a
+    connection that drops (a watch stream that breaks); ``delay_s``: the clock moves by this
+    much first (a slow API; with status None, only slow)."""
 
     verb: str
-    status: int = 500
+    status: int | None = 500
     kind: str | None = None
     name: str | None = None
     times: int = 1
@@ -106,7 +107,7 @@ class Faults:
             f.times -= 1
             if f.delay_s:
                 clock.sleep(f.delay_s)
-            if f.status:
+            if f.status is not None:
                 self.fired[f"{verb} {f.status}"] += 1
                 raise ApiError(
                     f.status,

@@ -1,0 +1,137 @@
+"""``gangplan serve``'s configuration: one YAML file, validated by pydantic.
+
+Every field has a default, so an empty file is a valid configuration (gate mode, a cycle
+every 2 s). Unknown fields are errors (a typo is not silently ignored), and a bad value is
+reported with the file, the field's path and what is accepted, e.g.
+``serve.yaml: mode: Input should be 'gate' or 'bind' (got 'bnd')``.
+
+Durations are seconds. The fields (the defaults in ``deploy/configmap.yaml`` and
+``docs/serve.md`` are these):
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gangplan.adapters.kube.topology import PRESETS, OptionError, parse_topology_labels
+
+__all__ = ["ConfigError", "LeaderElection", "ServeConfig", "load_config"]
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be read or does not validate; ``lines`` name each
+    field and what is accepted."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LeaderElection(_Strict):
+    """Leader election through a ``coordination.k8s.io/v1`` Lease (client-go's defaults:
+    15 s lease, renew every 2 s, give up after 10 s without a renewal)."""
+
+    enabled: bool = True
+    namespace: str = "gangplan-system"
+    name: str = "gangplan"
+    lease_duration_s: float = Field(15.0, gt=0, le=3600)
+    renew_deadline_s: float = Field(10.0, gt=0, le=3600)
+    retry_period_s: float = Field(2.0, gt=0, le=600)
+
+
+class ServeConfig(_Strict):
+    """What ``gangplan serve`` runs with (module docstring)."""
+
+    scheduler_name: str = Field("gangplan", min_length=1, max_length=63)
+    """``spec.schedulerName`` of the pods planned in mode ``bind``; also the Events'
+    ``reportingController`` suffix"""
+    mode: Literal["gate", "bind"] = "gate"
+    """``gate``: remove the gate ``gangplan.io/placement`` and pin ``kubernetes.io/hostname``;
+    ``bind``: post a Binding per pod"""
+    period_s: float = Field(2.0, gt=0, le=3600)
+    """seconds between cycles (sooner when a gang becomes complete)"""
+    time_limit_s: float = Field(5.0, ge=0.05, le=3600)
+    """the solver's wall-clock budget per cycle"""
+    workers: int = Field(2, ge=1, le=256)
+    """CP-SAT search workers"""
+    topology_labels: str | None = None
+    """a preset (``kueue``, ``gke``, ``eks``, ``topograph``, ``topograph-v0``) or
+    ``[name=]key,...`` from the top level down; default: HyperNodes, else a Kueue Topology"""
+    device_layout: str | None = None
+    """a device layout template (``hgx8``, ``pcie4``) or file for nodes without a Device"""
+    gpu_resource: str = "nvidia.com/gpu"
+    nic_resource: str = "rdma/hca"
+    queue_source: Literal["volcano", "kueue", "elasticquota", "none"] = "volcano"
+    """which queue objects are watched"""
+    default_queue: str = "default"
+    namespaces: tuple[str, ...] = ()
+    """plan pending pods of these namespaces only (empty: all); running pods of every
+    namespace always count"""
+    assume_ttl_s: float = Field(30.0, gt=0, le=86_400)
+    """how long a pod gangplan ungated or bound counts as held before the cache shows it bound"""
+    bind_timeout_s: float = Field(300.0, gt=0, le=86_400)
+    """a gang not fully bound this long after its plan is taken back whole"""
+    backoff_initial_s: float = Field(10.0, gt=0, le=86_400)
+    backoff_max_s: float = Field(600.0, gt=0, le=86_400)
+    dry_run: bool = False
+    """print the patches and bindings instead of sending them"""
+    event_interval_s: float = Field(60.0, ge=0, le=86_400)
+    """the same FailedScheduling Event of a pod is not posted again within this time"""
+    leader_election: LeaderElection = Field(default_factory=LeaderElection)
+    metrics_port: int = Field(8080, ge=0, le=65_535)
+    """``/metrics``, ``/healthz``, ``/readyz`` (0: no server)"""
+    identity: str | None = None
+    """this replica's name in the Lease (default: the pod's hostname)"""
+
+    @field_validator("topology_labels")
+    @classmethod
+    def _labels(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                parse_topology_labels(v)
+            except OptionError as err:
+                raise ValueError(
+                    f"{err} (presets: {', '.join(PRESETS)})".replace("--topology-labels ", "")
+                ) from None
+        return v
+
+
+def load_config(path: str | Path | None) -> ServeConfig:
+    """The configuration in ``path`` (YAML; None: the defaults).
+
+    Raises:
+        ConfigError: the file cannot be read, is not a YAML mapping, or a field is invalid
+            (each named, with what is accepted).
+    """
+    if path is None:
+        return ServeConfig()
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except OSError as err:
+        raise ConfigError([f"{p}: cannot read: {err.strerror}"]) from None
+    except yaml.YAMLError as err:
+        raise ConfigError([f"{p}: not YAML: {str(err).splitlines()[0]}"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([f"{p}: the configuration must be a mapping of fields"])
+    try:
+        return ServeConfig.model_validate(data)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            loc = ".".join(str(x) for x in e["loc"]) or "(top)"
+            msg = e["msg"].removeprefix("Value error, ")
+            if e["type"] == "extra_forbidden":
+                msg = f"not a field (fields: {', '.join(ServeConfig.model_fields)})"
+            elif "input" in e and e["type"] != "missing":
+                msg += f" (got {e['input']!r})"
+            lines.append(f"{p}: {loc}: {msg}")
+        raise ConfigError(lines) from None
