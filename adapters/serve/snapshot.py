@@ -29,7 +29,7 @@ Pending pods that gangplan does not plan hold nothing and are never converted.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,11 +56,21 @@ from gangplan.adapters.kube.snapshot import Draft, SnapshotParts
 from gangplan.adapters.kube.summary import REASON_GANG_INCOMPLETE, ReadSummary
 from gangplan.adapters.kube.topology import DeviceLayouts, LevelSource
 from gangplan.adapters.serve.cache import ObjKey
-from gangplan.models import GPU_MILLI, DeviceLayout, Level, Node, RunningPod, Snapshot
+from gangplan.models import (
+    GPU_MILLI,
+    DeviceLayout,
+    Level,
+    Node,
+    PodPlacement,
+    RunningPod,
+    Snapshot,
+)
 
-__all__ = ["GATE", "Built", "LiveSnapshot", "PodRef", "Selection"]
+__all__ = ["ANN_PLAN", "GATE", "Built", "LiveSnapshot", "PodRef", "Selection", "pod_ref"]
 
 Obj = dict[str, Any]
+ANN_PLAN = "gangplan.io/plan"
+"""Pod annotation: the plan of the pod's gang (:mod:`gangplan.adapters.serve.ledger`)."""
 GATE = "gangplan.io/placement"
 """The scheduling gate gangplan removes when it places a pod (mode ``gate``)."""
 HOSTNAME = "kubernetes.io/hostname"
@@ -106,7 +116,8 @@ class Selection:
             return False
         gates = [g.get("name") for g in spec.get("schedulingGates") or []]
         if self.mode == "gate":
-            return self.gate in gates
+            # gated, or ungated by gangplan (its plan annotation) and not bound yet
+            return self.gate in gates or ANN_PLAN in (meta.get("annotations") or {})
         return not gates and spec.get("schedulerName") == self.scheduler_name
 
 
@@ -130,7 +141,7 @@ class Built:
 
     ``pods``: the pending pods of the snapshot's gangs by ``(namespace, name)``;
     ``gang_objects``: gang key -> (kind key, namespace, name) of its gang object;
-    ``waiting``: gang key -> pods it still waits for (fewer than its minimum exist);
+    ``waiting``: gang key -> the pods it needs, when fewer exist (the scheduler waits);
     ``hostnames``: node -> its ``kubernetes.io/hostname`` label; ``converted``: objects
     converted by this build.
     """
@@ -201,6 +212,7 @@ class LiveSnapshot:
         self._node_ids: dict[str, tuple[tuple[str, int], set[str]]] = {}
         self._levels: tuple[int, LevelSource, DeviceLayouts, ReadSummary] | None = None
         self._nodes_changed = True
+        self._priorities: Priorities | None = None
 
     # ------------------------------------------------------------------ changes
 
@@ -354,14 +366,14 @@ class LiveSnapshot:
         *,
         held: Iterable[ObjKey] = (),
         held_gangs: Iterable[str] = (),
-        assumed: Iterable[RunningPod] = (),
+        assumed: Mapping[ObjKey, PodPlacement] | None = None,
     ) -> Built:
         """The snapshot of the cache now.
 
         ``held``: pods an apply in flight holds (not planned again, whatever the cache shows);
-        ``held_gangs``: gang keys (``namespace/name``) in flight, none of whose pending pods
-        is planned; ``assumed``: the ledger's pods, counted as running where the cache does
-        not show them bound yet.
+        ``held_gangs``: gang keys (``namespace/name``) not planned this cycle (in flight,
+        backing off); ``assumed``: the ledger's pods and where they were placed, counted as
+        running there while the cache does not show them bound.
 
         Raises:
             KubeInputError: the context (resource names, levels, layouts, queues) is
@@ -373,6 +385,7 @@ class LiveSnapshot:
         if self._prio_gen:
             self._dirty.setdefault("pods", set()).update(self._raw.get("pods", {}))
             self._prio_gen = 0
+        self._priorities = priorities
         converted += self._convert_dirty(priorities)
         levels, layouts, topo_summary = self._topology()
         summary.notes += topo_summary.notes
@@ -453,8 +466,14 @@ class LiveSnapshot:
             if rp is not None:
                 running.append(rp)
                 seen.add(key)
-        for rp in assumed:
-            if (rp.namespace, rp.name) not in seen and rp.node in nodes:
+        for key, placement in sorted((assumed or {}).items()):
+            held_pod = self._pods.get(key)
+            if key in seen or held_pod is None or held_pod.info is None:
+                continue
+            if placement.node not in nodes:
+                continue
+            rp = self._assumed_pod(held_pod.info, placement, queues, specs, add_pods)
+            if rp is not None:
                 running.append(rp)
         context: dict[str, Any] = {
             "resources": {"gpu": gpu, "nic": nic},
@@ -486,12 +505,12 @@ class LiveSnapshot:
                     pname = role.pod_name(g.name, i)
                     member = self._pods.get((g.namespace, pname))
                     if member is not None:
-                        built.pods[(g.namespace, pname)] = _ref(member.raw)
+                        built.pods[(g.namespace, pname)] = pod_ref(member.raw)
         for e in summary.skipped:
             if e.reason == REASON_GANG_INCOMPLETE:
                 m = re.match(r"minimum (\d+), (\d+) pods", e.detail)
                 if m:
-                    built.waiting[e.name] = int(m[1]) - int(m[2])
+                    built.waiting[e.name] = int(m[1])
         return built
 
     def _running_pod(
@@ -573,6 +592,32 @@ class LiveSnapshot:
         )
 
     @staticmethod
+    def _assumed_pod(
+        info: PodInfo,
+        placement: PodPlacement,
+        queues: QueueBook,
+        specs: dict[tuple[str, str, str], wl.GroupSpec],
+        add_pods: bool,
+    ) -> RunningPod | None:
+        spec = specs.get(_group_key(info)) if info.group else None
+        req = {**info.requests, "pods": GPU_MILLI} if add_pods else dict(info.requests)
+        try:
+            return RunningPod.model_validate(
+                {
+                    "name": info.name,
+                    "namespace": info.namespace,
+                    "gang": placement.gang,
+                    "queue": queues.queue_for([info], spec, None),
+                    "priority": info.priority,
+                    "node": placement.node,
+                    "requests": quantities(req),
+                    "devices": [*placement.gpus, *placement.nics],
+                }
+            )
+        except ValidationError:
+            return None
+
+    @staticmethod
     def _careful(
         context: dict[str, Any],
         metadata: dict[str, Any],
@@ -600,6 +645,20 @@ class LiveSnapshot:
 
     # ------------------------------------------------------------------ views
 
+    def complete(self, waiting: Mapping[str, int]) -> list[str]:
+        """The gangs of ``waiting`` (gang key -> pods needed) that have their pods now."""
+        if not waiting:
+            return []
+        if self._priorities is not None:
+            self._convert_dirty(None)
+            self._convert_dirty(self._priorities)
+        counts: dict[str, int] = {}
+        for p in self._pods.values():
+            if p.info is not None and p.info.group is not None and p.state != "other":
+                k = f"{p.info.namespace}/{p.info.group.name}"
+                counts[k] = counts.get(k, 0) + 1
+        return [k for k, need in waiting.items() if counts.get(k, 0) >= need]
+
     def raw_pod(self, key: ObjKey) -> Obj | None:
         p = self._pods.get(key)
         return p.raw if p is not None else self._raw.get("pods", {}).get(key)
@@ -622,7 +681,8 @@ def _group_key(info: PodInfo) -> tuple[str, str, str]:
     return (info.namespace, info.group.system, info.group.name)
 
 
-def _ref(raw: Obj) -> PodRef:
+def pod_ref(raw: Obj) -> PodRef:
+    """The :class:`PodRef` of a pod object."""
     meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
     return PodRef(
         namespace=str(meta.get("namespace") or ""),

@@ -116,7 +116,7 @@ def test_an_incomplete_gang_waits_and_is_reported(memory: InMemoryApi) -> None:
     cache, live = _live(memory, KubeOptions())
     built = live.build()
     assert built.snapshot.gangs == ()
-    assert built.waiting == {"ml/g": 1}
+    assert built.waiting == {"ml/g": 4}
     memory.put(pod("g-3", group="g"))
     cache.pump()
     built = live.build()

@@ -1,0 +1,203 @@
+"""The assumed ledger: gangs gangplan has planned and is applying, held until seen bound.
+
+An :class:`InFlight` gang holds its whole plan — every pod's node and devices — from the
+moment it is admitted until the cache shows every pod bound to its planned node (then it is
+done) or it is taken back. Its pods are not planned again, and each one counts as running
+on its planned node in the next snapshots (kube-scheduler's assume cache), unless it was
+applied (ungated or bound) more than ``assume_ttl`` ago and the cache still does not show it
+bound: then it stops counting and the ledger reports it once (:meth:`Ledger.expired`).
+
+Nothing here lives only in memory: each pod gangplan applies carries the gang's whole plan
+in its annotation ``gangplan.io/plan`` — JSON ``{"gang": "ns/name", "at": epoch seconds,
+"pods": {pod: [node, [gpu ids], [nic ids], milli-GPU or null]}}``, written in the same
+patch that ungates it, or before its Binding — so that a restarted or newly elected
+replica rebuilds the ledger from the cluster (:func:`recover`) and finishes — or takes
+back — what the last one started.
+
+:class:`Backoff` keeps the gangs taken back out of the next cycles for a delay that doubles
+with each take-back, capped (so a gang whose binds keep failing cannot starve the others).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gangplan.adapters.serve.cache import ObjKey
+from gangplan.adapters.serve.snapshot import ANN_PLAN
+from gangplan.models import PodPlacement
+
+__all__ = ["ANN_PLAN", "Backoff", "InFlight", "Ledger", "plan_annotation", "recover"]
+
+MAX_PLAN_BYTES = 64 * 1024
+"""A larger plan is not written (annotations are capped at 256 KiB in all); such a gang is
+taken back instead of recovered after a restart."""
+
+
+@dataclass
+class InFlight:
+    """One admitted gang being applied.
+
+    ``placements``: pod name -> placement; ``uids``: pod name -> UID when planned;
+    ``applied``: pod name -> when it was ungated (mode gate) or bound (mode bind);
+    ``confirmed``: pods the cache shows bound to their planned node; ``back``: pods still
+    to be removed while the gang is taken back (``reason`` says why).
+    """
+
+    key: str
+    namespace: str
+    started: float
+    placements: dict[str, PodPlacement]
+    uids: dict[str, str] = field(default_factory=dict)
+    applied: dict[str, float] = field(default_factory=dict)
+    confirmed: set[str] = field(default_factory=set)
+    taking_back: bool = False
+    reason: str = ""
+    back: set[str] = field(default_factory=set)
+
+    @property
+    def done(self) -> bool:
+        return not self.taking_back and self.confirmed >= set(self.placements)
+
+    def pods(self) -> list[ObjKey]:
+        return [(self.namespace, p) for p in self.placements]
+
+
+def plan_annotation(flight: InFlight) -> str | None:
+    """:data:`ANN_PLAN`'s value for ``flight`` (None when it would exceed the cap)."""
+    text = json.dumps(
+        {
+            "gang": flight.key,
+            "at": flight.started,
+            "pods": {
+                name: [p.node, list(p.gpus), list(p.nics), p.gpu_milli]
+                for name, p in sorted(flight.placements.items())
+            },
+        },
+        separators=(",", ":"),
+    )
+    return text if len(text) <= MAX_PLAN_BYTES else None
+
+
+class Ledger:
+    """The gangs in flight, by gang key (``namespace/name``)."""
+
+    def __init__(self) -> None:
+        self.gangs: dict[str, InFlight] = {}
+        self._expired_reported: set[tuple[str, str]] = set()
+
+    def add(self, flight: InFlight) -> None:
+        self.gangs[flight.key] = flight
+
+    def remove(self, key: str) -> InFlight | None:
+        flight = self.gangs.pop(key, None)
+        if flight is not None:
+            self._expired_reported = {e for e in self._expired_reported if e[0] != key}
+        return flight
+
+    def held(self) -> set[ObjKey]:
+        """Every pod of every gang in flight (never planned again meanwhile)."""
+        return {k for f in self.gangs.values() for k in f.pods()}
+
+    def assumed(self, now: float, ttl: float) -> dict[ObjKey, PodPlacement]:
+        """The pods that count as running where planned: every pod of every gang in flight
+        (not being taken back), except those applied more than ``ttl`` ago."""
+        out: dict[ObjKey, PodPlacement] = {}
+        for f in self.gangs.values():
+            if f.taking_back:
+                continue
+            for name, p in f.placements.items():
+                t = f.applied.get(name)
+                if t is not None and now - t > ttl and name not in f.confirmed:
+                    continue
+                out[(f.namespace, name)] = p
+        return out
+
+    def expired(self, now: float, ttl: float) -> list[tuple[str, str]]:
+        """``(gang key, pod)`` applied more than ``ttl`` ago and not seen bound, each
+        reported once."""
+        out = []
+        for f in self.gangs.values():
+            for name, t in f.applied.items():
+                if (
+                    name not in f.confirmed
+                    and now - t > ttl
+                    and (f.key, name) not in self._expired_reported
+                ):
+                    self._expired_reported.add((f.key, name))
+                    out.append((f.key, name))
+        return out
+
+
+@dataclass
+class Backoff:
+    """Per gang: the time until which it is not planned, and the next delay."""
+
+    initial_s: float
+    max_s: float
+    until: dict[str, float] = field(default_factory=dict)
+    delay: dict[str, float] = field(default_factory=dict)
+
+    def fail(self, key: str, now: float) -> float:
+        """Back ``key`` off; returns the delay (``initial_s``, doubling, at most ``max_s``)."""
+        d = min(self.max_s, self.delay.get(key, self.initial_s / 2) * 2)
+        self.delay[key] = d
+        self.until[key] = now + d
+        return d
+
+    def waiting(self, now: float) -> set[str]:
+        for k in [k for k, t in self.until.items() if t <= now]:
+            del self.until[k]
+        return set(self.until)
+
+    def succeed(self, key: str) -> None:
+        self.delay.pop(key, None)
+        self.until.pop(key, None)
+
+
+def recover(pods: Iterable[Mapping[str, Any]], mode: str) -> list[InFlight]:
+    """The gangs in flight that the cluster shows: pods carrying :data:`ANN_PLAN` whose
+    gang is not fully bound to its plan yet (a restart, a new leader).
+
+    A pod is applied when it is bound (mode bind) or no longer gated with its node pinned
+    (mode gate: its gate was removed by the same patch that wrote the annotation)."""
+    by_gang: dict[str, InFlight] = {}
+    for raw in pods:
+        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        text = (meta.get("annotations") or {}).get(ANN_PLAN)
+        if not text:
+            continue
+        try:
+            data = json.loads(text)
+            key, at, planned = str(data["gang"]), float(data["at"]), dict(data["pods"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        ns, _, gang = key.partition("/")
+        flight = by_gang.get(key)
+        if flight is None:
+            placements = {}
+            for name, entry in planned.items():
+                node, gpus, nics, milli = entry
+                placements[name] = PodPlacement(
+                    pod=name,
+                    gang=gang,
+                    namespace=ns,
+                    role="",
+                    node=node,
+                    gpus=tuple(gpus),
+                    nics=tuple(nics),
+                    gpu_milli=milli,
+                )
+            flight = by_gang[key] = InFlight(key, ns, at, placements)
+        name = str(meta.get("name"))
+        if name not in flight.placements:
+            continue
+        flight.uids[name] = str(meta.get("uid") or "")
+        node = spec.get("nodeName")
+        if node or mode == "gate":
+            flight.applied[name] = at
+        if node == flight.placements[name].node:
+            flight.confirmed.add(name)
+    return [f for f in by_gang.values() if not f.done]

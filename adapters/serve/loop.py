@@ -1,0 +1,507 @@
+"""The live loop: a cycle every ``period`` (sooner when a waiting gang becomes complete):
+snapshot from the cache -> ``solve_cycle`` (the previous plan given) -> apply.
+
+One :meth:`ServeLoop.cycle`, in order:
+
+1. **lead**: only the replica holding the Lease writes (:mod:`~gangplan.adapters.serve.leader`);
+   on becoming leader it first rebuilds the ledger from the cluster
+   (:func:`~gangplan.adapters.serve.ledger.recover`);
+2. **reconcile** the gangs in flight with the cache: a pod seen bound to its planned node is
+   confirmed; a gang whose pods are all confirmed is done; a gang that lost a pod (deleted,
+   recreated, rejected by the kubelet — ``OutOfgpu``, ``UnexpectedAdmissionError``: phase
+   Failed — or bound elsewhere), lost its node, or is not fully bound within
+   ``bind_timeout`` is **taken back whole** and backs off (exponentially, capped), with a
+   ``GangTakenBack`` Event on its pods;
+3. **snapshot** (:class:`~gangplan.adapters.serve.snapshot.LiveSnapshot`): the pods in flight
+   are held where planned, gangs backing off are left out;
+4. **solve** with ``solve_cycle``; a plan the independent verifier refuses is not applied;
+5. **apply** the new gangs and what is left of those in flight
+   (:class:`~gangplan.adapters.serve.apply.Applier`); every API failure — 409, 429, 5xx, a
+   timeout — leaves the gang in flight for the next cycle (or takes it back when it cannot
+   go on); the loop never raises for the API;
+6. **status**: Events, ``PodScheduled``, PodGroup status (:mod:`~gangplan.adapters.serve.status`);
+   metrics; one JSON log line.
+
+A pod is never bound twice: it is applied at most once per plan (the ledger records it), a
+bound pod is never planned (it is running), and a Binding answered 409 is read back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from gangplan.adapters.kube.options import KubeOptions
+from gangplan.adapters.serve.api import KINDS, Kind, KubeApi
+from gangplan.adapters.serve.apply import Applier
+from gangplan.adapters.serve.cache import Cache, ObjKey
+from gangplan.adapters.serve.clock import Clock, SystemClock
+from gangplan.adapters.serve.config import ServeConfig
+from gangplan.adapters.serve.leader import AlwaysLeader
+from gangplan.adapters.serve.ledger import Backoff, InFlight, Ledger, recover
+from gangplan.adapters.serve.metrics import Metrics
+from gangplan.adapters.serve.snapshot import ANN_PLAN, Built, LiveSnapshot, Selection, pod_ref
+from gangplan.adapters.serve.status import Recorder
+from gangplan.models import GPU_MILLI, Plan, Snapshot
+from gangplan.solver.cycle import solve_cycle
+from gangplan.solver.result import SolverConfig
+
+__all__ = ["CycleReport", "Elector", "ServeLoop", "watched_kinds"]
+
+log = logging.getLogger("gangplan.serve")
+Obj = dict[str, Any]
+PODS = KINDS["pods"]
+REJECTED = ("OutOfgpu", "UnexpectedAdmissionError")
+
+
+class Elector(Protocol):
+    identity: str
+
+    def tick(self) -> bool: ...
+
+    @property
+    def leading(self) -> bool: ...
+
+
+def watched_kinds(config: ServeConfig) -> list[Kind]:
+    """The kinds the cache watches: always nodes, pods, PriorityClasses, every PodGroup
+    flavour, Workloads, HyperNodes, Kueue Topologies and ResourceFlavors, Koordinator
+    Devices; the queue objects of ``queue_source``."""
+    keys = [
+        "pods",
+        "nodes",
+        "priorityclasses.scheduling.k8s.io",
+        "podgroups.scheduling.volcano.sh",
+        "podgroups.scheduling.x-k8s.io",
+        "podgroups.scheduling.sigs.k8s.io",
+        "podgroups.scheduling.k8s.io",
+        "workloads.scheduling.k8s.io",
+        "hypernodes.topology.volcano.sh",
+        "topologies.kueue.x-k8s.io",
+        "resourceflavors.kueue.x-k8s.io",
+        "devices.scheduling.koordinator.sh",
+    ]
+    keys += {
+        "volcano": ["queues.scheduling.volcano.sh"],
+        "kueue": ["clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io"],
+        "elasticquota": ["elasticquotas.scheduling.x-k8s.io"],
+        "none": [],
+    }[config.queue_source]
+    return [KINDS[k] for k in keys]
+
+
+@dataclass
+class CycleReport:
+    """One cycle's numbers (the JSON log line)."""
+
+    cycle: int
+    leader: bool
+    at: float = 0.0
+    gangs: int = 0
+    admitted: list[str] = field(default_factory=list)
+    pending: int = 0
+    applied: int = 0
+    failures: int = 0
+    done: list[str] = field(default_factory=list)
+    taken_back: list[str] = field(default_factory=list)
+    expired: int = 0
+    in_flight: int = 0
+    snapshot_s: float = 0.0
+    solve_s: float = 0.0
+    cycle_s: float = 0.0
+    status: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+class ServeLoop:
+    """The loop of one replica (see the module docstring).
+
+    ``solver``: the cycle's solver options (default: ``time_limit_s`` and ``workers`` of the
+    configuration); ``elector``: leader election (default: always leader); ``emit``: where
+    the JSON line of each cycle goes (default: the ``gangplan.serve`` logger).
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        config: ServeConfig,
+        *,
+        clock: Clock | None = None,
+        elector: Elector | None = None,
+        solver: SolverConfig | None = None,
+        metrics: Metrics | None = None,
+        emit: Callable[[str], None] | None = None,
+        identity: str = "gangplan",
+    ):
+        self.api = api
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.elector: Elector = elector or AlwaysLeader()
+        self.solver = solver or SolverConfig(
+            time_limit_s=config.time_limit_s, num_workers=config.workers
+        )
+        self.metrics = metrics or Metrics()
+        self.emit = emit or log.info
+        self.selection = Selection(
+            mode=config.mode, scheduler_name=config.scheduler_name, namespaces=config.namespaces
+        )
+        self.live = LiveSnapshot(
+            KubeOptions(
+                topology_labels=config.topology_labels,
+                device_layout=config.device_layout,
+                gpu_resource=config.gpu_resource,
+                nic_resource=config.nic_resource,
+                default_queue=config.default_queue,
+            ),
+            self.selection,
+        )
+        self.cache = Cache(api, watched_kinds(config), self.live.on_change, clock=self.clock)
+        self.ledger = Ledger()
+        self.backoff = Backoff(config.backoff_initial_s, config.backoff_max_s)
+        self.applier = Applier(api, config.mode, dry_run=config.dry_run)
+        self.recorder = Recorder(
+            api,
+            self.clock,
+            controller=f"gangplan.io/{config.scheduler_name}",
+            instance=identity,
+            interval_s=config.event_interval_s,
+            dry_run=config.dry_run,
+        )
+        self.previous: Plan | None = None
+        self.recovered = False
+        self.cycles = 0
+        self.last: CycleReport | None = None
+        self.last_built: Built | None = None
+        self.waiting: dict[str, int] = {}
+        self.threaded = False
+
+    # ------------------------------------------------------------------ running
+
+    def run(
+        self, *, cycles: int | None = None, should_stop: Callable[[], bool] | None = None
+    ) -> None:
+        """Cycle until ``should_stop()`` (or ``cycles`` cycles): each ``period`` apart, or
+        sooner when a waiting gang has its pods."""
+        n = 0
+        while not (should_stop and should_stop()) and (cycles is None or n < cycles):
+            started = self.clock.now()
+            self.cycle()
+            n += 1
+            if cycles is not None and n >= cycles:
+                break
+            while self.clock.now() - started < self.config.period_s:
+                if should_stop and should_stop():
+                    return
+                self.clock.sleep(min(0.2, self.config.period_s))
+                if not self.threaded:
+                    self.cache.pump()
+                with self.cache.locked():
+                    if self.live.complete(self.waiting):
+                        break
+
+    def cycle(self) -> CycleReport:
+        """One cycle (module docstring). Never raises for the API or the plan."""
+        t0 = time.perf_counter()
+        self.cycles += 1
+        now = self.clock.now()
+        report = CycleReport(self.cycles, False, at=now)
+        if not self.threaded:
+            self.cache.pump()
+        leading = self.elector.tick()
+        self.metrics.leader.set(1 if leading else 0)
+        report.leader = leading
+        if not leading or not self.cache.synced:
+            self.recovered = False
+            report.status = "follower" if not leading else "syncing"
+            return self._finish(report, t0)
+        with self.cache.locked():
+            if not self.recovered:
+                self._recover(report)
+            self._reconcile(report, now)
+            t1 = time.perf_counter()
+            built = self.live.build(
+                held=self.ledger.held(),
+                held_gangs=set(self.ledger.gangs) | self.backoff.waiting(now),
+                assumed=self.ledger.assumed(now, self.config.assume_ttl_s),
+            )
+            report.snapshot_s = time.perf_counter() - t1
+        self.last_built = built
+        self.waiting = built.waiting
+        self.metrics.snapshot_seconds.observe(report.snapshot_s)
+        snap = built.snapshot
+        report.gangs = len(snap.gangs)
+        plan = self._solve(snap, report)
+        if plan is not None and self.elector.leading:
+            self._apply_new(plan, built, report, now)
+        if self.elector.leading:
+            self._continue(built, report, now)
+            if plan is not None:
+                self._status(plan, built, report)
+        report.in_flight = len(self.ledger.gangs)
+        self.metrics.in_flight.set(report.in_flight)
+        self._placeable(snap, plan)
+        return self._finish(report, t0)
+
+    def _finish(self, report: CycleReport, t0: float) -> CycleReport:
+        report.cycle_s = time.perf_counter() - t0
+        self.metrics.cycle_seconds.observe(report.cycle_s)
+        self.recorder.prune()
+        self.last = report
+        self.emit(json.dumps({"msg": "cycle", **asdict(report)}, separators=(",", ":")))
+        return report
+
+    # ------------------------------------------------------------------ steps
+
+    def _recover(self, report: CycleReport) -> None:
+        """Rebuild the ledger from the pods' plan annotations (a restart, a new leader)."""
+        pods = [
+            raw
+            for raw in self.cache.objects("pods").values()
+            if ANN_PLAN in ((raw.get("metadata") or {}).get("annotations") or {})
+        ]
+        self.ledger = Ledger()
+        for flight in recover(pods, self.config.mode):
+            self.ledger.add(flight)
+            report.notes.append(f"recovered {flight.key}: {len(flight.applied)} pods applied")
+        self.recovered = True
+
+    def _pods_of(self, flight: InFlight) -> dict[str, Obj | None]:
+        return {n: self.cache.get("pods", flight.namespace, n) for n in flight.placements}
+
+    def _reconcile(self, report: CycleReport, now: float) -> None:
+        nodes = self.cache.objects("nodes")
+        for key, flight in list(self.ledger.gangs.items()):
+            pods = self._pods_of(flight)
+            if not flight.taking_back:
+                why = self._broken(flight, pods, nodes)
+                if not why and now - flight.started > self.config.bind_timeout_s:
+                    why = f"not fully bound within bind_timeout ({self.config.bind_timeout_s:g} s)"
+                    self.metrics.takebacks.labels(reason="timeout").inc()
+                elif why:
+                    self.metrics.takebacks.labels(reason="broken").inc()
+                if flight.done:
+                    self.ledger.remove(key)
+                    self.backoff.succeed(key)
+                    report.done.append(key)
+                    continue
+                if why:
+                    self._start_take_back(flight, pods, why, report, now)
+            if flight.taking_back and self.elector.leading:
+                out = self.applier.take_back(flight, pods)
+                report.failures += len(out.failed)
+                if not flight.back:
+                    self.ledger.remove(key)
+        report.expired = len(self.ledger.expired(now, self.config.assume_ttl_s))
+        if report.expired:
+            self.metrics.expired.inc(report.expired)
+
+    def _broken(
+        self, flight: InFlight, pods: dict[str, Obj | None], nodes: dict[ObjKey, Obj]
+    ) -> str:
+        """Why ``flight`` cannot go on as planned ("" if it can); marks confirmed pods."""
+        for name, p in sorted(flight.placements.items()):
+            raw = pods.get(name)
+            who = f"pod {flight.namespace}/{name}"
+            if raw is None:
+                return f"{who} was deleted"
+            meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+            status = raw.get("status") or {}
+            uid = flight.uids.get(name)
+            if uid and meta.get("uid") != uid:
+                return f"{who} was recreated"
+            if status.get("phase") == "Failed":
+                why = status.get("reason") or "Failed"
+                return (
+                    f"{who} was rejected on {p.node}: {why}: {status.get('message') or ''}".strip()
+                )
+            node = spec.get("nodeName")
+            if node == p.node:
+                flight.confirmed.add(name)
+            elif node:
+                return f"{who} was bound to {node}, not {p.node}"
+            elif ("", p.node) not in nodes:
+                return f"node {p.node} is gone"
+        return ""
+
+    def _start_take_back(
+        self,
+        flight: InFlight,
+        pods: dict[str, Obj | None],
+        why: str,
+        report: CycleReport,
+        now: float,
+    ) -> None:
+        delay = self.backoff.fail(flight.key, now)
+        flight.reason = why
+        report.taken_back.append(f"{flight.key}: {why}")
+        note = f"gang {flight.key} taken back whole and re-planned (back-off {delay:g} s): {why}"
+        for raw in pods.values():
+            if raw is not None:
+                self.recorder.event(raw, "Warning", "GangTakenBack", "Scheduling", note)
+        if self.elector.leading:
+            self.applier.take_back(flight, pods)
+
+    def _solve(self, snap: Snapshot, report: CycleReport) -> Plan | None:
+        from gangplan.solver.verify import verify
+
+        if not snap.gangs:
+            return None
+        t = time.perf_counter()
+        try:
+            result = solve_cycle(snap, self.previous, self.solver)
+        except Exception as err:  # the loop outlives a solver bug; the cycle is skipped
+            report.notes.append(f"solve_cycle failed: {err!r}")
+            return None
+        report.solve_s = time.perf_counter() - t
+        report.status = result.status.value
+        self.metrics.solve_seconds.observe(report.solve_s)
+        gaps = [t.gap for t in (result.plan.summary.tiers if result.plan.summary else ()) if t.gap]
+        self.metrics.gap.set(gaps[0] if gaps else 0.0)
+        violations = verify(snap, result.plan)
+        if violations:
+            report.notes.append(f"plan refused by the verifier: {violations[0]}")
+            return None
+        self.previous = result.plan
+        return result.plan
+
+    def _apply_new(self, plan: Plan, built: Built, report: CycleReport, now: float) -> None:
+        for outcome in plan.gangs:
+            if not outcome.admitted:
+                continue
+            placements = {p.pod: p for p in plan.pods_of(outcome.key)}
+            flight = InFlight(outcome.key, outcome.namespace, now, placements)
+            for name in placements:
+                ref = built.pods.get((outcome.namespace, name))
+                if ref is not None:
+                    flight.uids[name] = ref.uid
+            report.admitted.append(outcome.key)
+            self.metrics.attempts.labels(result="scheduled").inc()
+            if not self.config.dry_run:
+                self.ledger.add(flight)
+            refs = {n: r for (ns, n), r in built.pods.items() if ns == outcome.namespace}
+            self._apply(flight, built, refs, report, now)
+
+    def _continue(self, built: Built, report: CycleReport, now: float) -> None:
+        """Apply what is left of the gangs in flight planned in earlier cycles."""
+        for flight in list(self.ledger.gangs.values()):
+            if flight.taking_back or len(flight.applied) == len(flight.placements):
+                continue
+            if flight.key in report.admitted:
+                continue
+            refs = {}
+            for name in flight.placements:
+                raw = self.cache.get("pods", flight.namespace, name)
+                if raw is not None:
+                    refs[name] = pod_ref(raw)
+            self._apply(flight, built, refs, report, now)
+
+    def _apply(
+        self, flight: InFlight, built: Built, refs: dict[str, Any], report: CycleReport, now: float
+    ) -> None:
+        t = time.perf_counter()
+        out = self.applier.apply(flight, built.snapshot, refs, built.hostnames, now)
+        report.applied += len(out.done)
+        report.failures += len(out.failed)
+        self.metrics.binds.inc(len(out.done))
+        self.metrics.bind_failures.inc(len(out.failed))
+        for name, err in out.failed:
+            report.notes.append(f"{flight.key}: {name}: {err}")
+        result = "error" if out.failed else "scheduled"
+        self.metrics.attempt_seconds.labels(result=result).observe(time.perf_counter() - t)
+        for name in out.done:
+            raw = self.cache.get("pods", flight.namespace, name)
+            if raw is not None:
+                p = flight.placements[name]
+                verb = "ungated and pinned to" if self.config.mode == "gate" else "bound to"
+                self.recorder.event(
+                    raw,
+                    "Normal",
+                    "Scheduled",
+                    "Binding",
+                    f"gangplan {verb} {p.node} (gang {flight.key})",
+                )
+        if out.broken and not self.config.dry_run:
+            pods = self._pods_of(flight)
+            self.metrics.takebacks.labels(reason="broken").inc()
+            self._start_take_back(flight, pods, out.broken, report, now)
+
+    def _status(self, plan: Plan, built: Built, report: CycleReport) -> None:
+        per_queue: dict[str, int] = {}
+        snap = built.snapshot
+        for outcome in plan.gangs:
+            gang = snap.gang_by_key.get(outcome.key)
+            obj_ref = built.gang_objects.get(outcome.key)
+            if obj_ref is not None:
+                obj = self.cache.get(obj_ref[0], obj_ref[1], obj_ref[2])
+                if obj is not None:
+                    msg = (
+                        ""
+                        if outcome.admitted
+                        else (outcome.reason.message if outcome.reason else "")
+                    )
+                    self.recorder.gang_status(obj_ref[0], obj, outcome.admitted, msg)
+            if outcome.admitted or gang is None:
+                continue
+            report.pending += 1
+            per_queue[gang.queue] = per_queue.get(gang.queue, 0) + 1
+            self.metrics.attempts.labels(result="unschedulable").inc()
+            reason = outcome.reason
+            note = (
+                f"gang {outcome.key}: {reason.kind}: {reason.message}" if reason else "not placed"
+            )
+            for role in gang.roles:
+                for i in range(role.count):
+                    raw = self.cache.get("pods", gang.namespace, role.pod_name(gang.name, i))
+                    if raw is None:
+                        continue
+                    self.recorder.event(raw, "Warning", "FailedScheduling", "Scheduling", note)
+                    if self.config.mode == "bind":
+                        self.recorder.pod_unschedulable(raw, note)
+        for q in snap.queues:
+            per_queue.setdefault(q.name, 0)
+        self.metrics.set_pending(per_queue, {})
+
+    def _placeable(self, snap: Snapshot, plan: Plan | None) -> None:
+        """``gangplan_queue_placeable_gpus``: per queue, the GPUs free after this cycle's
+        plan on the nodes its pending gangs may use (all schedulable nodes when it has none),
+        within its max."""
+        gpu = snap.gpu
+        taken: dict[str, int] = {}
+        for p in plan.pods if plan is not None else ():
+            gang = snap.gang_by_key.get(p.gang_key)
+            if gang is not None:
+                taken[p.node] = taken.get(p.node, 0) + gang.role(p.role).requests.get(gpu, 0)
+        free = {
+            n.name: max(0, snap.free(n.name).resources.get(gpu, 0) - taken.get(n.name, 0))
+            for n in snap.nodes
+            if n.ready and not n.unschedulable
+        }
+        used: dict[str, int] = {}
+        for r in snap.running:
+            if r.queue:
+                used[r.queue] = used.get(r.queue, 0) + r.requests.get(gpu, 0)
+        out: dict[str, float] = {}
+        for q in snap.queues:
+            gangs = [g for g in snap.gangs if g.queue == q.name]
+            nodes = [
+                n
+                for n in snap.nodes
+                if n.name in free
+                and (not gangs or any(r.admits(n) for g in gangs for r in g.roles))
+            ]
+            room = sum(free[n.name] for n in nodes)
+            if gpu in q.max:
+                room = min(room, max(0, q.max[gpu] - used.get(q.name, 0)))
+            out[q.name] = room / GPU_MILLI
+        self.metrics.set_pending({}, out)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def ready(self) -> bool:
+        """Synced with the cluster (``/readyz``)."""
+        return self.cache.synced
