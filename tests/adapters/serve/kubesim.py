@@ -9,9 +9,9 @@ pods of its gangs — plus :func:`final_check`, the fault tests' verdict on the 
   Running pods there, else it fails with reason ``OutOfgpu``; pods named in ``reject`` fail
   with ``UnexpectedAdmissionError``; a Running pod succeeds ``duration`` seconds after it
   started (fake clock).
-* :class:`Controller`: for each gang it owns, keeps its pods: a pod deleted, or Failed, is
-  (deleted and) created again, gated, with a new UID; once every pod of a gang succeeded,
-  the gang is finished and its pods go.
+* :class:`Controller`: for each gang it owns, keeps its pods: a pod deleted, or Failed (on
+  its next round), is (deleted and) created again, gated, with a new UID; once every pod
+  of a gang succeeded, the gang is finished and its pods go.
 """
 
 from __future__ import annotations
@@ -127,6 +127,7 @@ class Controller:
         self.gangs: dict[str, tuple[int, int]] = {}
         self.finished: list[str] = []
         self.recreated = 0
+        self._failed_seen: set[str] = set()
 
     def _pod(self, group: str, i: int, gpus: int) -> dict[str, Any]:
         return pod(
@@ -164,6 +165,10 @@ class Controller:
                 continue
             for i, p in enumerate(mine):
                 if p is not None and p["status"].get("phase") == "Failed":
+                    uid = p["metadata"]["uid"]
+                    if uid not in self._failed_seen:  # replaced on the next round
+                        self._failed_seen.add(uid)
+                        continue
                     self.api.remove(PODS, self.ns, f"{group}-{i}")
                     p = None
                 if p is None:
