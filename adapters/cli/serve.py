@@ -1,0 +1,134 @@
+"""``gangplan serve`` and ``gangplan apply``: the live loop against a cluster, continuously
+or once, and a plan file applied through the same code path.
+
+Both parse options, load the configuration (:mod:`gangplan.adapters.serve.config`) and the
+API client (kubeconfig, else in-cluster), and call :mod:`gangplan.adapters.serve.run`.
+``--dry-run`` prints the patches and Bindings that would be sent (a multi-document YAML on
+stdout) and sends none. A bad configuration, an unreadable kubeconfig or a plan that does
+not hold on the cluster ends with ``error: ...`` lines and exit code 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gangplan.adapters.cli.common import UserError, main, user_errors
+from gangplan.adapters.files import load_plan
+from gangplan.adapters.kube.bindings import dump_bindings
+from gangplan.adapters.kube.options import KubeInputError
+from gangplan.adapters.serve.api import ApiError, KubeApi
+from gangplan.adapters.serve.config import ConfigError, ServeConfig, load_config
+
+__all__ = ["apply", "serve"]
+
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+def _setup(
+    config: Path | None, kubeconfig: Path | None, context: str | None, dry_run: bool
+) -> tuple[ServeConfig, KubeApi]:
+    from gangplan.adapters.serve.client import OfficialApi, load_client
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as err:
+        raise UserError(err.lines) from None
+    if dry_run:
+        cfg = cfg.model_copy(update={"dry_run": True})
+    try:
+        client = load_client(str(kubeconfig) if kubeconfig else None, context)
+    except ApiError as err:
+        raise UserError([f"cannot configure the Kubernetes client: {err.message}"]) from None
+    return cfg, OfficialApi(client, field_manager=cfg.scheduler_name)
+
+
+def _print_requests(requests: list[dict[str, Any]]) -> None:
+    if requests:
+        click.echo(dump_bindings(requests), nl=False)
+    click.echo(f"dry run: {len(requests)} requests, none sent", err=True)
+
+
+def _options(func: Any) -> Any:
+    func = click.option(
+        "--dry-run", is_flag=True, help="print the patches and Bindings; send nothing"
+    )(func)
+    func = click.option("--context", help="the kubeconfig context (default: its current one)")(func)
+    func = click.option(
+        "--kubeconfig",
+        type=_FILE,
+        help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)",
+    )(func)
+    return click.option("--config", "config", type=_FILE, help="serve configuration (YAML)")(func)
+
+
+@main.command("serve")
+@_options
+@click.option("--once", is_flag=True, help="one cycle against the cluster, then exit")
+@click.option("--cycles", type=click.IntRange(min=1), hidden=True, help="stop after N cycles")
+@click.option("-v", "--verbose", is_flag=True, help="one JSON line per cycle on stderr")
+def serve(
+    config: Path | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    dry_run: bool,
+    once: bool,
+    cycles: int | None,
+    verbose: bool,
+) -> None:
+    """Plan pending gangs of a live cluster in cycles and get them bound whole (mode gate:
+    ungate and pin each pod; mode bind: Bindings)."""
+    from gangplan.adapters.serve import run
+
+    cfg, api = _setup(config, kubeconfig, context, dry_run)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
+    emit = (lambda line: click.echo(line, err=True)) if (verbose or not once) else (lambda _: None)
+    with user_errors():
+        try:
+            loop = run.serve(api, cfg, once=once, cycles=cycles, emit=emit)
+        except KubeInputError as err:
+            raise UserError([str(err)]) from None
+    report = loop.last
+    if cfg.dry_run:
+        _print_requests(loop.applier.requests)
+    if once and report is not None:
+        click.echo(
+            f"cycle: {report.gangs} pending gangs, {len(report.admitted)} admitted "
+            f"({', '.join(report.admitted) or 'none'}), {report.applied} pods "
+            f"{'would be ' if cfg.dry_run else ''}applied, {report.failures} failures",
+            err=True,
+        )
+
+
+@main.command("apply")
+@click.argument("plan", type=_FILE)
+@_options
+def apply(
+    plan: Path, config: Path | None, kubeconfig: Path | None, context: str | None, dry_run: bool
+) -> None:
+    """Apply PLAN (a kind: Plan file from gangplan solve) to the cluster, as serve would:
+    checked against the live cluster by the verifier, then patched or bound, gang by gang."""
+    from gangplan.adapters.serve import run
+
+    with user_errors():
+        p = load_plan(plan)
+    cfg, api = _setup(config, kubeconfig, context, dry_run)
+    try:
+        loop, report = run.apply_plan(api, cfg, p)
+    except run.PlanRefused as err:
+        raise UserError(err.lines) from None
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
+    if cfg.dry_run:
+        _print_requests(loop.applier.requests)
+    click.echo(
+        f"{plan}: {len(report.admitted)} gangs applied ({', '.join(report.admitted) or 'none'}), "
+        f"{report.applied} pods, {report.failures} failures",
+        err=True,
+    )
+    if report.failures:
+        raise UserError(report.notes[-report.failures :])

@@ -1,0 +1,198 @@
+"""``gangplan serve`` and ``gangplan apply`` started as a user would, with the official
+client, against the loopback stand-in (every request body checked against the Kubernetes
+1.37 schemas by the ``standin`` fixture)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from objects import GATE, gang_pods, node, volcano_group
+from standin import StandIn
+
+from gangplan.adapters.cli import main
+from gangplan.adapters.serve.api import KINDS
+from gangplan.adapters.serve.memory import InMemoryApi
+
+PODS = KINDS["pods"]
+
+
+@pytest.fixture
+def files(tmp_path: Path, standin: StandIn, memory: InMemoryApi) -> dict[str, Path]:
+    for i in range(2):
+        memory.put(node(f"n{i}", gpus=8))
+    memory.put(volcano_group("train", 2))
+    for p in gang_pods("train", 2, gpus=8):
+        memory.put(p)
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(standin.kubeconfig())
+    return {"kubeconfig": kc, "dir": tmp_path}
+
+
+def _config(files: dict[str, Path], **fields: object) -> Path:
+    cfg = files["dir"] / "serve.yaml"
+    base = {"metrics_port": 0, "time_limit_s": 2, "period_s": 0.2, **fields}
+    cfg.write_text(yaml.safe_dump(base))
+    return cfg
+
+
+def _run(*args: str) -> object:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_once_dry_run_prints_the_patches_and_sends_nothing(
+    files: dict[str, Path], memory: InMemoryApi
+) -> None:
+    before = len(memory.calls)
+    res = _run(
+        "serve",
+        "--config",
+        str(_config(files)),
+        "--kubeconfig",
+        str(files["kubeconfig"]),
+        "--once",
+        "--dry-run",
+    )
+    assert res.exit_code == 0, res.output
+    docs = list(yaml.safe_load_all(res.stdout))
+    assert [d["metadata"]["name"] for d in docs] == ["train-0", "train-1"]
+    hosts = sorted(d["patch"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for d in docs)
+    assert hosts == ["n0", "n1"]  # 8 GPUs each: one pod per node
+    assert all(d["patch"]["spec"]["schedulingGates"] == [] for d in docs)
+    assert len(memory.calls) == before  # nothing sent
+    assert "dry run: 2 requests, none sent" in res.stderr
+
+
+def test_once_in_gate_mode_ungates_and_pins(files: dict[str, Path], memory: InMemoryApi) -> None:
+    res = _run(
+        "serve", "--config", str(_config(files)), "--kubeconfig", str(files["kubeconfig"]), "--once"
+    )
+    assert res.exit_code == 0, res.output
+    pods = {p["metadata"]["name"]: p for p in memory.objects(PODS)}
+    assert sorted(p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in pods.values()) == [
+        "n0",
+        "n1",
+    ]
+    assert all(not p["spec"].get("schedulingGates") for p in pods.values())
+    assert "1 admitted (ml/train)" in res.stderr
+
+
+def test_once_in_bind_mode_binds(files: dict[str, Path], memory: InMemoryApi) -> None:
+    for p in memory.objects(PODS):  # pods of the scheduler gangplan, without gates
+        p["spec"].pop("schedulingGates")
+        p["spec"]["schedulerName"] = "gangplan"
+        memory.put(p)
+    res = _run(
+        "serve",
+        "--config",
+        str(_config(files, mode="bind")),
+        "--kubeconfig",
+        str(files["kubeconfig"]),
+        "--once",
+    )
+    assert res.exit_code == 0, res.output
+    assert sorted(p["spec"]["nodeName"] for p in memory.objects(PODS)) == ["n0", "n1"]
+    assert sorted(memory.bindings.values()) == [1, 1]
+
+
+def test_serve_runs_cycles_with_leader_election(
+    files: dict[str, Path], memory: InMemoryApi, standin: StandIn
+) -> None:
+    cfg = _config(files, leader_election={"namespace": "kube-system", "retry_period_s": 0.1})
+    res = _run(
+        "serve", "--config", str(cfg), "--kubeconfig", str(files["kubeconfig"]), "--cycles", "3"
+    )
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(line) for line in res.stderr.splitlines() if line.startswith("{")]
+    assert len(lines) == 3 and lines[0]["leader"] is True
+    assert sum(len(line["admitted"]) for line in lines) == 1
+    assert all(not p["spec"].get("schedulingGates") for p in memory.objects(PODS))
+    assert standin.validated["coordination.k8s.io/v1/Lease"] >= 1
+    assert standin.validated["events.k8s.io/v1/Event"] >= 2  # Scheduled, per pod
+    assert standin.requests["GET pods"] >= 2  # a list, then watches
+
+
+def test_apply_a_plan_file(files: dict[str, Path], memory: InMemoryApi, tmp_path: Path) -> None:
+    dump = tmp_path / "dump.json"
+    items = [
+        o
+        for k in ("nodes", "pods", "podgroups.scheduling.volcano.sh")
+        for o in memory.objects(KINDS[k])
+    ]
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    inst, plan = tmp_path / "cluster.yaml", tmp_path / "plan.yaml"
+    assert _run("convert", "k8s", str(dump), "-o", str(inst)).exit_code == 0
+    assert _run("solve", str(inst), "-o", str(plan), "--time-limit", "2").exit_code == 0
+    res = _run(
+        "apply",
+        str(plan),
+        "--config",
+        str(_config(files)),
+        "--kubeconfig",
+        str(files["kubeconfig"]),
+    )
+    assert res.exit_code == 0, res.output
+    assert "1 gangs applied (ml/train), 2 pods" in res.stderr
+    assert all(not p["spec"].get("schedulingGates") for p in memory.objects(PODS))
+
+
+def test_apply_refuses_a_plan_that_does_not_hold(
+    files: dict[str, Path], memory: InMemoryApi, tmp_path: Path
+) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "gangplan.io/v1alpha1",
+                "kind": "Plan",
+                "gangs": [{"gang": "train", "namespace": "ml", "admitted": True, "placed": 2}],
+                "pods": [
+                    {
+                        "pod": f"train-{i}",
+                        "gang": "train",
+                        "namespace": "ml",
+                        "role": "pods",
+                        "node": "n0",
+                        "gpus": [f"gpu-{j}" for j in range(8)],
+                    }
+                    for i in range(2)
+                ],
+            }
+        )
+    )
+    res = CliRunner().invoke(
+        main,
+        [
+            "apply",
+            str(plan),
+            "--config",
+            str(_config(files)),
+            "--kubeconfig",
+            str(files["kubeconfig"]),
+        ],
+    )
+    assert res.exit_code == 1
+    assert "error: the plan does not hold on the cluster now: [capacity]" in res.stderr
+    assert all(p["spec"].get("schedulingGates") == [{"name": GATE}] for p in memory.objects(PODS))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mode: bnd\n", "mode: Input should be 'gate' or 'bind' (got 'bnd')"),  # a typo
+        ("period: 2\n", "period: not a field"),  # the field is period_s
+        ("period_s: -1\n", "period_s: Input should be greater than 0"),
+        ("topology_labels: 'a,,b'\n", "topology_labels: "),  # an empty level
+        ("- 1\n", "the configuration must be a mapping"),
+    ],
+)
+def test_a_bad_config_names_the_field(tmp_path: Path, text: str, expected: str) -> None:
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text(text)
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg), "--once"])
+    assert res.exit_code == 1
+    assert f"error: {cfg}: " in res.stderr and expected in res.stderr
+    assert "Traceback" not in res.output
