@@ -99,9 +99,12 @@ _FINISHED = ("Succeeded", "Failed")
 
 @dataclass(frozen=True)
 class Selection:
-    """Which pending pods gangplan plans. ``gate``: those carrying the gate ``gate``;
-    ``bind``: those naming ``scheduler_name`` in ``spec.schedulerName`` with no gate at all
-    (a gated pod cannot be bound). ``namespaces``: only these (empty: all)."""
+    """Which pending pods gangplan plans. ``gate``: those whose only scheduling gate is
+    ``gate`` (another gate — Kueue's ``kueue.x-k8s.io/admission`` until Kueue admits the
+    workload against its quota — means the pod is not ready for placement yet), and those
+    gangplan ungated and that are not bound yet (they carry its plan annotation); ``bind``:
+    those naming ``scheduler_name`` in ``spec.schedulerName`` with no gate at all (a gated pod
+    cannot be bound). ``namespaces``: only these (empty: all)."""
 
     mode: Literal["gate", "bind"] = "gate"
     scheduler_name: str = "gangplan"
@@ -117,7 +120,9 @@ class Selection:
         gates = [g.get("name") for g in spec.get("schedulingGates") or []]
         if self.mode == "gate":
             # gated, or ungated by gangplan (its plan annotation) and not bound yet
-            return self.gate in gates or ANN_PLAN in (meta.get("annotations") or {})
+            if gates:
+                return gates == [self.gate]
+            return ANN_PLAN in (meta.get("annotations") or {})
         return not gates and spec.get("schedulerName") == self.scheduler_name
 
 
