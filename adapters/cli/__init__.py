@@ -12,7 +12,7 @@ imported, so a new command group is a new module imported here:
 * :mod:`~gangplan.adapters.cli.bench` — ``bench``;
 * :mod:`~gangplan.adapters.cli.replay` — ``replay alibaba``;
 * :mod:`gangplan.adapters.sim.cli` — ``simulate`` (the simulator's own room);
-* :mod:`~gangplan.adapters.cli.serve` — ``serve`` and ``apply`` (the live loop).
+* :mod:`~gangplan.adapters.cli.serve` — ``serve``, ``apply`` and ``webhook`` (the live loop).
 """
 
 from gangplan.adapters.cli import bench, convert, generate, k8s, replay, serve, solve

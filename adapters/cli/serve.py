@@ -24,7 +24,7 @@ from gangplan.adapters.kube.options import KubeInputError
 from gangplan.adapters.serve.api import ApiError, KubeApi
 from gangplan.adapters.serve.config import ConfigError, ServeConfig, load_config
 
-__all__ = ["apply", "serve"]
+__all__ = ["apply", "serve", "webhook"]
 
 _FILE = click.Path(dir_okay=False, path_type=Path)
 
@@ -132,3 +132,34 @@ def apply(
     )
     if report.failures:
         raise UserError(report.notes[-report.failures :])
+
+
+@main.command("webhook")
+@click.option(
+    "--tls-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="folder holding tls.crt and tls.key (the webhook's Secret, mounted)",
+)
+@click.option("--port", type=click.IntRange(1, 65_535), default=9443, show_default=True)
+@click.option(
+    "--pod-selector",
+    "pod_selector",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="gate only pods with this label (repeatable; default: every pod the webhook sees)",
+)
+def webhook(tls_dir: Path, port: int, pod_selector: tuple[str, ...]) -> None:
+    """Serve the mutating admission webhook that adds the gate gangplan.io/placement."""
+    from gangplan.adapters.serve.webhook import serve_webhook
+
+    selector = {}
+    for item in pod_selector:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError([f"--pod-selector {item!r}: give KEY=VALUE"])
+        selector[key] = value
+    for name in ("tls.crt", "tls.key"):
+        if not (tls_dir / name).is_file():
+            raise UserError([f"{tls_dir / name}: missing (the Secret's {name})"])
+    serve_webhook(tls_dir, port=port, selector=selector or None)
