@@ -93,3 +93,28 @@ def test_dry_run_sends_nothing(memory: InMemoryApi, clock: FakeClock) -> None:
     assert [c for c in memory.calls if c.verb != "create"] == []
     assert [r["patch"]["spec"]["schedulingGates"] for r in loop.applier.requests] == [[], []]
     assert all(p["spec"].get("schedulingGates") == [{"name": GATE}] for p in memory.objects(PODS))
+
+
+def test_a_cycle_comes_sooner_when_a_waiting_gang_gets_its_pods(memory: InMemoryApi) -> None:
+    """period 10 s; the gang's last pod arrives 1 s into the wait: the next cycle starts then."""
+    from objects import pod, volcano_group
+
+    class ArrivingClock(FakeClock):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if not memory.objects(PODS) or len(memory.objects(PODS)) < 2:
+                return
+            if len(memory.objects(PODS)) == 2 and self.now() - start >= 1.0:
+                memory.put(pod("g-2", group="g", gpus=1))
+
+    clock = ArrivingClock()
+    memory.clock = clock
+    start = clock.now()
+    memory.put(node("n0", gpus=8))
+    memory.put(volcano_group("g", 3))
+    for i in range(2):
+        memory.put(pod(f"g-{i}", group="g", gpus=1))
+    loop = make_loop(memory, clock, period_s=10)
+    loop.run(cycles=2)
+    assert loop.last is not None and loop.last.admitted == ["ml/g"]
+    assert 1.0 <= loop.last.at - start < 2.0  # not 10 s
