@@ -112,6 +112,7 @@ def serve(
     """Run the loop: one cycle (``once``: list, plan, apply, exit), ``cycles`` cycles, or
     until ``should_stop()``. Returns the loop (its last report, the applier's requests)."""
     loop = make_loop(api, config, once=once, emit=emit)
+    stop = _stop_on_sigterm(should_stop)
     server = None
     if config.metrics_port and not once:
         server = start_http(loop, config.metrics_port)
@@ -124,7 +125,7 @@ def serve(
         deadline = time.time() + 60
         while not loop.cache.synced and time.time() < deadline:
             time.sleep(0.05)
-        loop.run(cycles=cycles, should_stop=should_stop)
+        loop.run(cycles=cycles, should_stop=stop)
     finally:
         loop.cache.stop()
         release = getattr(loop.elector, "release", None)
@@ -133,6 +134,17 @@ def serve(
         if server is not None:
             server.shutdown()
     return loop
+
+
+def _stop_on_sigterm(should_stop: Callable[[], bool] | None) -> Callable[[], bool]:
+    """``should_stop``, or-ed with a SIGTERM received (the kubelet stopping the pod): the
+    loop ends its cycle and gives the Lease up, so the other replica need not wait."""
+    import signal
+
+    flag = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: flag.set())
+    return lambda: flag.is_set() or bool(should_stop and should_stop())
 
 
 def apply_plan(api: KubeApi, config: ServeConfig, plan: Plan) -> tuple[ServeLoop, CycleReport]:
