@@ -112,7 +112,7 @@ def serve(
     """Run the loop: one cycle (``once``: list, plan, apply, exit), ``cycles`` cycles, or
     until ``should_stop()``. Returns the loop (its last report, the applier's requests)."""
     loop = make_loop(api, config, once=once, emit=emit)
-    stop = _stop_on_sigterm(should_stop)
+    stop, restore = _stop_on_sigterm(should_stop)
     server = None
     if config.metrics_port and not once:
         server = start_http(loop, config.metrics_port)
@@ -133,18 +133,27 @@ def serve(
             release()
         if server is not None:
             server.shutdown()
+        restore()
     return loop
 
 
-def _stop_on_sigterm(should_stop: Callable[[], bool] | None) -> Callable[[], bool]:
+def _stop_on_sigterm(
+    should_stop: Callable[[], bool] | None,
+) -> tuple[Callable[[], bool], Callable[[], None]]:
     """``should_stop``, or-ed with a SIGTERM received (the kubelet stopping the pod): the
-    loop ends its cycle and gives the Lease up, so the other replica need not wait."""
+    loop ends its cycle and gives the Lease up, so the other replica need not wait. The
+    second function puts the previous SIGTERM handler back."""
     import signal
 
     flag = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: flag.set())
-    return lambda: flag.is_set() or bool(should_stop and should_stop())
+    if threading.current_thread() is not threading.main_thread():
+        return (lambda: bool(should_stop and should_stop())), (lambda: None)
+    previous = signal.signal(signal.SIGTERM, lambda *_: flag.set())
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return (lambda: flag.is_set() or bool(should_stop and should_stop())), restore
 
 
 def apply_plan(api: KubeApi, config: ServeConfig, plan: Plan) -> tuple[ServeLoop, CycleReport]:
