@@ -28,23 +28,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from gangplan.models import Gang, PodPlacement, Role, Snapshot
-from gangplan.solver.fairness import FairShares
+from gangplan.models import Gang, PodPlacement, Role
+from gangplan.solver.context import CycleContext
 from gangplan.solver.state import ClusterState
-from gangplan.topology import NODE_LEVEL, Domain, Topology
+from gangplan.topology import NODE_LEVEL, Domain
 
-__all__ = ["BASELINES", "BaselineContext", "QueueOrder", "greedy", "topology_fit"]
-
-
-@dataclass
-class BaselineContext:
-    """What every baseline is given: the snapshot, its topology and fair shares."""
-
-    snapshot: Snapshot
-    topo: Topology
-    shares: FairShares
+__all__ = ["BASELINES", "QueueOrder", "greedy", "topology_fit"]
 
 
 class QueueOrder:
@@ -53,7 +43,7 @@ class QueueOrder:
     by priority (higher first), then creation time, then name. Tracks queue usage and
     headroom under ``max`` as gangs are placed."""
 
-    def __init__(self, ctx: BaselineContext, gangs: list[Gang] | None = None):
+    def __init__(self, ctx: CycleContext, gangs: list[Gang] | None = None):
         self.ctx = ctx
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for pod in ctx.snapshot.running:
@@ -132,14 +122,14 @@ def _binpack_score(state: ClusterState, role: Role, node: str) -> float:
 
 
 def _role_nodes(
-    ctx: BaselineContext, state: ClusterState, gang: Gang, role: Role, within: frozenset[str] | None
+    ctx: CycleContext, state: ClusterState, gang: Gang, role: Role, within: frozenset[str] | None
 ) -> list[str]:
     cands = state.candidates(gang, role)
     return [n for n in cands if within is None or n in within]
 
 
 def _place_gang_greedy(
-    ctx: BaselineContext,
+    ctx: CycleContext,
     state: ClusterState,
     order: QueueOrder,
     gang: Gang,
@@ -204,7 +194,7 @@ def _place_gang_greedy(
 
 
 def _fullest_domain(
-    ctx: BaselineContext,
+    ctx: CycleContext,
     state: ClusterState,
     gang: Gang,
     role: Role,
@@ -233,9 +223,9 @@ def _fullest_domain(
     )
 
 
-def greedy(ctx: BaselineContext) -> list[PodPlacement]:
+def greedy(ctx: CycleContext) -> list[PodPlacement]:
     """Volcano-like allocate (see the module docstring). Returns placed pods."""
-    state = ClusterState(ctx.snapshot, ctx.topo)
+    state = ctx.state()
     order = QueueOrder(ctx)
     out: list[PodPlacement] = []
     for gang in order:
@@ -282,7 +272,7 @@ def _capacity(
 
 
 def _descend(
-    ctx: BaselineContext,
+    ctx: CycleContext,
     caps: dict[str, int],
     domain_nodes: frozenset[str],
     level_index: int,
@@ -335,7 +325,7 @@ _ROOM_LIMIT = 64
 
 
 def _topology_fit_gang(
-    ctx: BaselineContext, state: ClusterState, order: QueueOrder, gang: Gang
+    ctx: CycleContext, state: ClusterState, order: QueueOrder, gang: Gang
 ) -> list[PodPlacement] | None:
     levels = ctx.topo.all_levels
     required = gang.topology.required if gang.topology else None
@@ -422,7 +412,7 @@ def _topology_fit_gang(
 
 
 def _place_roles(
-    ctx: BaselineContext,
+    ctx: CycleContext,
     state: ClusterState,
     order: QueueOrder,
     gang: Gang,
@@ -478,9 +468,9 @@ def _place_roles(
     return [p for p, _ in placed]
 
 
-def topology_fit(ctx: BaselineContext) -> list[PodPlacement]:
+def topology_fit(ctx: CycleContext) -> list[PodPlacement]:
     """Kueue-TAS-like placement (see the module docstring). Returns placed pods."""
-    state = ClusterState(ctx.snapshot, ctx.topo)
+    state = ctx.state()
     order = QueueOrder(ctx)
     out: list[PodPlacement] = []
     for gang in order:
@@ -490,7 +480,7 @@ def topology_fit(ctx: BaselineContext) -> list[PodPlacement]:
     return out
 
 
-Placer = Callable[[BaselineContext], list[PodPlacement]]
+Placer = Callable[[CycleContext], list[PodPlacement]]
 
 BASELINES: dict[str, Placer] = {
     "greedy": greedy,

@@ -19,21 +19,20 @@ from __future__ import annotations
 import time
 
 from gangplan.models import Gang, Plan, PlanSummary, PodPlacement, Snapshot, TierReport
-from gangplan.solver.baselines import BASELINES, BaselineContext
-from gangplan.solver.fairness import fair_shares
+from gangplan.solver.baselines import BASELINES
+from gangplan.solver.context import CycleContext
 from gangplan.solver.reasons import ExactCheck, explain_pending
 from gangplan.solver.result import CycleResult, CycleStatus, SolverConfig, assemble_plan
 from gangplan.solver.score import Score, score
 from gangplan.solver.verify import verify
-from gangplan.topology import build_topology
 
-__all__ = ["PLACERS", "run_baseline", "solve_cycle"]
+__all__ = ["PLACERS", "run_baseline", "run_baseline_in", "solve_cycle", "solve_cycle_in"]
 
 PLACERS = ("cpsat", *BASELINES)
 
 
 def _finish(
-    ctx: BaselineContext,
+    ctx: CycleContext,
     pods: list[PodPlacement],
     placer: str,
     status: CycleStatus,
@@ -75,9 +74,13 @@ def _finish(
 
 
 def run_baseline(snapshot: Snapshot, name: str, previous: Plan | None = None) -> CycleResult:
-    """Run one baseline placer by name (``greedy``, ``topology-fit``, ...)."""
+    """Run one baseline placer by name (``greedy``, ``topology-fit``, ``fgd``)."""
+    return run_baseline_in(CycleContext.of(snapshot), name, previous)
+
+
+def run_baseline_in(ctx: CycleContext, name: str, previous: Plan | None = None) -> CycleResult:
+    """:func:`run_baseline` in a context the caller built (e.g. with FGD's workload set)."""
     started = time.monotonic()
-    ctx = BaselineContext(snapshot, build_topology(snapshot), fair_shares(snapshot))
     pods = BASELINES[name](ctx)
     plan, sc = _finish(ctx, pods, name, CycleStatus.BASELINE, started, previous=previous)
     return CycleResult(
@@ -103,12 +106,21 @@ def solve_cycle(
     Returns:
         A :class:`CycleResult` whose plan passes :func:`~gangplan.solver.verify.verify`.
     """
+    return solve_cycle_in(CycleContext.of(snapshot), previous, config)
+
+
+def solve_cycle_in(
+    ctx: CycleContext,
+    previous: Plan | None = None,
+    config: SolverConfig | None = None,
+) -> CycleResult:
+    """:func:`solve_cycle` in a context the caller built (e.g. with FGD's workload set to a
+    trace's distribution, as the replay does)."""
     from gangplan.solver.model.builder import gang_fits, solve_model
 
     cfg = config or SolverConfig()
     started = time.monotonic()
-    topo = build_topology(snapshot)
-    ctx = BaselineContext(snapshot, topo, fair_shares(snapshot))
+    snapshot, topo = ctx.snapshot, ctx.topo
     notes: list[str] = []
 
     baseline_scores: dict[str, Score] = {}

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from gangplan.models import GPU_MILLI, Gang, PendingReason, PodPlacement, Role, Snapshot
 from gangplan.models.quantity import format_quantity
-from gangplan.solver.baselines import BaselineContext
+from gangplan.solver.context import CycleContext
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL
 
@@ -65,7 +65,7 @@ class _Fit:
 class _Capacity:
     """Per-node pod capacity of role shapes in one cluster state, cached by shape."""
 
-    def __init__(self, ctx: BaselineContext, state: ClusterState):
+    def __init__(self, ctx: CycleContext, state: ClusterState):
         self.ctx = ctx
         self.state = state
         self._cache: dict[tuple[object, ...], dict[str, int]] = {}
@@ -88,7 +88,7 @@ class _Capacity:
         return self._cache[key]
 
 
-def _why_no_candidates(ctx: BaselineContext, gang: Gang, role: Role) -> str:
+def _why_no_candidates(ctx: CycleContext, gang: Gang, role: Role) -> str:
     s = ctx.snapshot
     counts: Counter[str] = Counter()
     for node in s.nodes:
@@ -112,7 +112,7 @@ def _why_no_candidates(ctx: BaselineContext, gang: Gang, role: Role) -> str:
     return f"no node can take role {role.name!r}: of {len(s.nodes)} nodes, {parts}"
 
 
-def _fit_alone(ctx: BaselineContext, cap: _Capacity, gang: Gang, where: str) -> _Fit:
+def _fit_alone(ctx: CycleContext, cap: _Capacity, gang: Gang, where: str) -> _Fit:
     """Does the gang alone fit this state? Exact for one role; a bound for several."""
     s = ctx.snapshot
     per_role = {r.name: cap.per_node(gang, r) for r in gang.roles}
@@ -207,7 +207,7 @@ def _scarce_resource(cap: _Capacity, gang: Gang) -> str | None:
 
 
 def _role_level_cap(
-    ctx: BaselineContext, role: Role, caps: dict[str, int], members: frozenset[str], n_r: int
+    ctx: CycleContext, role: Role, caps: dict[str, int], members: frozenset[str], n_r: int
 ) -> int:
     level = role.topology.required if role.topology else None
     if level is None:
@@ -239,7 +239,7 @@ def _min_demand(gang: Gang) -> dict[str, int]:
 
 
 def explain_pending(
-    ctx: BaselineContext,
+    ctx: CycleContext,
     placed: list[PodPlacement],
     pending: list[Gang],
     *,
@@ -256,8 +256,8 @@ def explain_pending(
     if not pending:
         return out
     capacity = {
-        True: _Capacity(ctx, ClusterState(s, ctx.topo, empty=True)),
-        False: _Capacity(ctx, ClusterState(s, ctx.topo)),
+        True: _Capacity(ctx, ctx.state(empty=True)),
+        False: _Capacity(ctx, ctx.state()),
     }
     running_use: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in s.running:
@@ -332,7 +332,7 @@ class _AfterPlan:
     """node -> keys of the gangs the plan puts pods on"""
 
 
-def _after_plan(ctx: BaselineContext, placed: list[PodPlacement]) -> _AfterPlan:
+def _after_plan(ctx: CycleContext, placed: list[PodPlacement]) -> _AfterPlan:
     s = ctx.snapshot
     gangs = s.gang_by_key
     use: dict[str, Counter[str]] = defaultdict(Counter)
@@ -353,7 +353,7 @@ def _after_plan(ctx: BaselineContext, placed: list[PodPlacement]) -> _AfterPlan:
     return _AfterPlan(taken, use, admitted, dict(on_node))
 
 
-def _lost(ctx: BaselineContext, gang: Gang, after: _AfterPlan, free: _Capacity) -> PendingReason:
+def _lost(ctx: CycleContext, gang: Gang, after: _AfterPlan, free: _Capacity) -> PendingReason:
     s = ctx.snapshot
     what = _describe_gang(s, gang, gang.min_size)
     queue = s.queue_by_name[gang.queue]

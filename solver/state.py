@@ -123,14 +123,45 @@ class ClusterState:
                     st.group_of[policy] = {d: g.name for g in groups for d in (*g.gpus, *g.nics)}
             self.nodes[node.name] = st
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
-        self._version: dict[str, int] = {}
         self._alloc_sig = {
             n.name: (n.gpu_model, tuple(sorted(n.allocatable.items()))) for n in snapshot.nodes
         }
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """The caches that follow the free amounts (empty for a new or copied state)."""
+        self._version: dict[str, int] = {}
         self._classes: dict[int, list[Any]] = {}
         self._log: list[str] = []
         """nodes in the order they changed (for :meth:`classes` to catch up)"""
         self._cap_cache: dict[tuple[object, ...], tuple[int, int]] = {}
+
+    def copy(self, *, empty: bool = False) -> ClusterState:
+        """An independent state with the same free amounts (``empty``: every node's
+        allocatable, as if no pod ran), at the cost of copying each node's free resources,
+        GPU milli and NICs. What never changes (device order, joint groups, allocatable
+        signatures, the candidate lists of :meth:`candidates`) is shared with this state, so
+        a cycle derives it once for all its placers."""
+        new = ClusterState.__new__(ClusterState)
+        new.snapshot, new.topo, new.gpu, new.nic = self.snapshot, self.topo, self.gpu, self.nic
+        alloc = self.snapshot.node_by_name
+        new.nodes = {
+            name: NodeState(
+                name=st.name,
+                resources=dict(alloc[name].allocatable if empty else st.resources),
+                gpu_milli=dict.fromkeys(st.gpu_order, GPU_MILLI) if empty else dict(st.gpu_milli),
+                nics=set(st.nic_order if empty else st.nics),
+                gpu_order=st.gpu_order,
+                nic_order=st.nic_order,
+                groups=st.groups,
+                group_of=st.group_of,
+            )
+            for name, st in self.nodes.items()
+        }
+        new._static = self._static
+        new._alloc_sig = self._alloc_sig
+        new._fresh()
+        return new
 
     # ------------------------------------------------------------------ filters
 

@@ -81,7 +81,8 @@ from gangplan.models import (
 )
 from gangplan.models.quantity import CPU, MEMORY
 from gangplan.solver.baselines import _binpack_score
-from gangplan.solver.fgd import FgdScorer, PodShape, Workload, fgd_place, use_workload
+from gangplan.solver.fgd import fgd_place
+from gangplan.solver.fragmentation import FgdScorer, PodShape, Workload
 from gangplan.solver.state import ClusterState, DeviceChoice
 from gangplan.topology import build_topology
 
@@ -565,7 +566,8 @@ def _run_batched(
     progress: Callable[[int, int], None] | None,
 ) -> list[float]:
     """CP-SAT cycles of ``cfg.batch`` arrivals; returns their wall times."""
-    from gangplan.solver.cycle import solve_cycle
+    from gangplan.solver.context import CycleContext
+    from gangplan.solver.cycle import solve_cycle_in
     from gangplan.solver.result import SolverConfig
 
     base = cluster.snapshot
@@ -598,8 +600,7 @@ def _run_batched(
             running=tuple(running),
             metadata={"name": f"alibaba-replay-cycle-{len(times)}"},
         )
-        with use_workload(workload):
-            result = solve_cycle(snapshot, None, solver)
+        result = solve_cycle_in(CycleContext.of(snapshot, workload=workload), None, solver)
         statuses[result.status.value] += 1
         by_name = {g.name: g for g in gangs}
         quantities = {g.name: _quantities(g.roles[0].requests) for g in gangs}

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, TierReport
-from gangplan.solver.baselines import BaselineContext
+from gangplan.solver.context import CycleContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
 from gangplan.solver.model.objective import build_terms
@@ -179,7 +179,7 @@ def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_sh
 
 
 def solve_model(
-    ctx: BaselineContext,
+    ctx: CycleContext,
     incumbent: list[PodPlacement],
     previous: Plan | None,
     cfg: SolverConfig,
@@ -350,7 +350,7 @@ def solve_model(
 
 
 def gang_fits(
-    ctx: BaselineContext, gang: Gang, empty: bool, seconds: float, seed: int = 0
+    ctx: CycleContext, gang: Gang, empty: bool, seconds: float, seed: int = 0
 ) -> bool | None:
     """Exact check for the reasons: can ``gang`` alone be admitted (on the empty cluster
     when ``empty``, else in what running pods leave), within its queue's max?
@@ -475,7 +475,9 @@ def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[i
 
 def disaggregate(ix: Index, sol: Solution, previous: Plan | None) -> list[PodPlacement]:
     """Pods with node and device ids from a solution's counts (see the module docstring)."""
-    state = ClusterState(ix.snapshot, ix.ctx.topo)
+    # the free amounts the model counted against (the index's trials leave them as found)
+    state = ix.state
+    assert state is not None and not ix.empty
     nodes_used = sorted({n for (_s, n), c in sol.z.items() if c > 0})
     slots: dict[tuple[int, int], list[_Slot]] = {}
     for n in nodes_used:

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot
-from gangplan.solver.baselines import BaselineContext
+from gangplan.solver.context import CycleContext
 from gangplan.solver.result import SolverConfig
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL, Domain
@@ -115,7 +114,7 @@ class Block:
 @dataclass
 class Index:
     snapshot: Snapshot
-    ctx: BaselineContext
+    ctx: CycleContext
     node_names: list[str]
     shapes: list[Shape]
     items: list[Item]
@@ -132,10 +131,10 @@ class Index:
     state: ClusterState | None = None
     empty: bool = False
 
-    @cached_property
+    @property
     def node_index(self) -> dict[str, int]:
-        """node name -> index (built once; disaggregation looks it up per pod)."""
-        return {n: i for i, n in enumerate(self.node_names)}
+        """node name -> index (the context's, built once per cycle)."""
+        return self.ctx.node_index
 
 
 def _shape_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...]:
@@ -148,7 +147,7 @@ def _shape_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...]
 
 
 def build_index(
-    ctx: BaselineContext,
+    ctx: CycleContext,
     config: SolverConfig,
     previous: Plan | None,
     incumbent: list[PodPlacement] | None = None,
@@ -164,9 +163,9 @@ def build_index(
     """
     s = ctx.snapshot
     topo = ctx.topo
-    state = ClusterState(s, topo, empty=empty)
-    node_names = [n.name for n in s.nodes]
-    nidx = {n: i for i, n in enumerate(node_names)}
+    state = ctx.state(empty=empty)
+    node_names = list(ctx.node_names)
+    nidx = ctx.node_index
     prev_nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
     prev_gangs: set[str] = set()
     if previous is not None:
@@ -332,7 +331,7 @@ def build_index(
 
 
 def _may_fit(
-    ctx: BaselineContext, gang: Gang, role_caps: dict[str, dict[int, int]], node_names: list[str]
+    ctx: CycleContext, gang: Gang, role_caps: dict[str, dict[int, int]], node_names: list[str]
 ) -> bool:
     """Capacity bound: can the candidates hold the gang's minimum (in one required domain)?"""
     level = gang.topology.required if gang.topology else None
@@ -341,7 +340,7 @@ def _may_fit(
         if level == NODE_LEVEL:
             pools = [{i} for i in range(len(node_names))]
     else:
-        idx = {n: i for i, n in enumerate(node_names)}
+        idx = ctx.node_index
         pools = [{idx[n] for n in ctx.topo.nodes_in(d)} for d in ctx.topo.domains_at(level)]
     for pool in pools:
         total = 0

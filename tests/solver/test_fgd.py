@@ -1,6 +1,6 @@
-"""The fgd placer (solver/fgd.py): the fragmentation measure of Weng et al. (USENIX ATC '23,
-§4) on hand-made nodes and workloads, the placement rule worked out by hand, and verified
-plans for gangs.
+"""The fgd placer (solver/fgd.py) and its measure (solver/fragmentation.py): the
+fragmentation measure of Weng et al. (USENIX ATC '23, §4) on hand-made nodes and workloads,
+the placement rule worked out by hand, and verified plans for gangs.
 
 The measure, as the module docstring states it: for a node with free milli-GPU ``f_i`` per
 device and free CPU ``C``, a pod shape ``m`` (``k`` GPUs of ``g`` milli, CPU ``c``) finds
@@ -16,18 +16,11 @@ from typing import Any
 import pytest
 
 from gangplan.models import Snapshot
-from gangplan.solver.baselines import BASELINES, BaselineContext
-from gangplan.solver.cycle import run_baseline
-from gangplan.solver.fairness import fair_shares
-from gangplan.solver.fgd import (
-    FgdScorer,
-    PodShape,
-    Workload,
-    fgd,
-    fgd_place,
-    shape_fragmentation,
-    use_workload,
-)
+from gangplan.solver.baselines import BASELINES
+from gangplan.solver.context import CycleContext
+from gangplan.solver.cycle import run_baseline, run_baseline_in
+from gangplan.solver.fgd import fgd, fgd_place
+from gangplan.solver.fragmentation import FgdScorer, PodShape, Workload, shape_fragmentation
 from gangplan.solver.state import ClusterState
 from gangplan.solver.verify import verify
 from gangplan.topology import build_topology
@@ -227,22 +220,33 @@ def test_quantized_score_is_the_simulators(snapshot_of: Callable[..., Snapshot])
 # --------------------------------------------------------------------------- the placer
 
 
-def ctx_of(snap: Snapshot) -> BaselineContext:
-    return BaselineContext(snap, build_topology(snap), fair_shares(snap))
+def ctx_of(snap: Snapshot) -> CycleContext:
+    return CycleContext.of(snap)
 
 
 def test_fgd_is_a_baseline() -> None:
     assert BASELINES["fgd"] is fgd
 
 
-def test_use_workload_replaces_the_pending_pods(snapshot_of: Callable[..., Snapshot]) -> None:
+def test_the_contexts_workload_replaces_the_pending_pods(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    """By default M is the pending pods: one 300m share (1 cpu), so F_n(M) is the free milli
+    of devices below 300. n1 (1000, 1000, 500, 200): F = 200; on gpu-0 (700, 1000, 500, 200)
+    F = 200, Δ = 0; on gpu-2 (1000, 1000, 200, 200) F = 400, Δ = +200. n2 (all free): Δ = 0
+    on any device. Ties go to the first node and device: n1, gpu-0. Against the context's
+    M = {300m: 2, one GPU: 1, CPU-only: 1} the choice is n1, gpu-2 (Δ = -200, worked out in
+    ``test_the_pod_goes_where_fragmentation_grows_least``)."""
     snap = cluster(snapshot_of, [share_gang("p")])
+    default = fgd(CycleContext.of(snap))
+    assert (default[0].node, default[0].gpus) == ("n1", ("gpu-0",))
     wl = Workload.from_counts({SHARE_300: 2, ONE_GPU: 1, CPU_ONLY: 1})
-    ctx = ctx_of(snap)
-    with use_workload(wl):
-        inside = fgd(ctx)
-    assert inside == fgd(ctx, wl)
-    assert inside[0].node == "n1" and inside[0].gpus == ("gpu-2",)
+    given = fgd(CycleContext.of(snap, workload=wl))
+    assert (given[0].node, given[0].gpus) == ("n1", ("gpu-2",))
+    # the cycle's entry point takes the same context
+    result = run_baseline_in(CycleContext.of(snap, workload=wl), "fgd")
+    assert result.plan.pods[0].gpus == ("gpu-2",)
+    assert verify(snap, result.plan) == []
 
 
 def test_a_gang_is_placed_whole_or_not_at_all(snapshot_of: Callable[..., Snapshot]) -> None:

@@ -31,10 +31,8 @@ from gangplan.adapters.bench.replay import (
 from gangplan.adapters.cli import main
 from gangplan.adapters.traces.alibaba import OpenbPod, read_openb_nodes, read_openb_pods
 from gangplan.models import Gang, RunningPod, Snapshot, format_quantity
-from gangplan.solver.baselines import BASELINES, BaselineContext
-from gangplan.solver.fairness import fair_shares
-from gangplan.solver.fgd import use_workload
-from gangplan.topology import build_topology
+from gangplan.solver.baselines import BASELINES
+from gangplan.solver.context import CycleContext
 
 ROOT = Path(__file__).resolve().parents[3]
 # $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it
@@ -253,9 +251,7 @@ def test_one_pod_placers_agree_with_the_baselines(tmp_path: Path, placer: str) -
             gangs=(gang,),
             running=tuple(running),
         )
-        ctx = BaselineContext(snap, build_topology(snap), fair_shares(snap))
-        with use_workload(workload):
-            expected = BASELINES[placer](ctx)
+        expected = BASELINES[placer](CycleContext.of(snap, workload=workload))
         got = place(shared, p.name)
         want = [(x.node, x.gpus, x.gpu_milli) for x in expected]
         have = [(got.node, got.gpus, got.gpu_milli)] if got is not None else []

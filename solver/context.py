@@ -1,0 +1,68 @@
+"""What one scheduling cycle knows, built once and handed to every placer, the model and the
+reasons: the snapshot, its topology, the queues' fair shares, the node index, FGD's target
+workload, and fresh :class:`~gangplan.solver.state.ClusterState` copies.
+
+Nothing here outlives the cycle: a long-running loop builds one context per snapshot, and
+every cache a placer or the model fills lives in the context or in a state it handed out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gangplan.models import Snapshot
+from gangplan.solver.fairness import FairShares, fair_shares
+from gangplan.solver.fragmentation import Workload
+from gangplan.solver.state import ClusterState
+from gangplan.topology import Topology, build_topology
+
+__all__ = ["CycleContext"]
+
+
+@dataclass
+class CycleContext:
+    """The cycle's inputs and what is derived from them once.
+
+    ``node_names`` are the snapshot's nodes in order and ``node_index`` maps a name to its
+    position (the dense index the model uses). ``workload`` is the pod-shape distribution
+    FGD measures fragmentation against (Weng et al., USENIX ATC '23): the snapshot's
+    pending pods unless the caller gives another (e.g. a trace's, in the replay).
+    Build it with :meth:`of`.
+    """
+
+    snapshot: Snapshot
+    topo: Topology
+    shares: FairShares
+    workload: Workload
+    node_names: tuple[str, ...]
+    node_index: dict[str, int]
+    _template: ClusterState | None = field(default=None, init=False, repr=False, compare=False)
+    """the state built from the snapshot, once, on the first :meth:`state` call"""
+
+    @classmethod
+    def of(
+        cls,
+        snapshot: Snapshot,
+        *,
+        workload: Workload | None = None,
+        topology: Topology | None = None,
+    ) -> CycleContext:
+        """The context of ``snapshot`` (its topology built unless given; ``workload``: FGD's
+        target, default :meth:`Workload.of_snapshot`)."""
+        names = tuple(n.name for n in snapshot.nodes)
+        return cls(
+            snapshot=snapshot,
+            topo=topology if topology is not None else build_topology(snapshot),
+            shares=fair_shares(snapshot),
+            workload=workload if workload is not None else Workload.of_snapshot(snapshot),
+            node_names=names,
+            node_index={n: i for i, n in enumerate(names)},
+        )
+
+    def state(self, *, empty: bool = False) -> ClusterState:
+        """A fresh cluster state the caller may change: the free amounts running pods leave
+        (``empty``: allocatable, as if no pod ran). A copy of one state built from the
+        snapshot once per cycle (:meth:`ClusterState.copy`)."""
+        if self._template is None:
+            self._template = ClusterState(self.snapshot, self.topo)
+        return self._template.copy(empty=empty)

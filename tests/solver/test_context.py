@@ -1,0 +1,43 @@
+"""The cycle context (solver/context.py): one state built from the snapshot, handed out as
+independent copies that start from the same free amounts as a state built afresh."""
+
+from __future__ import annotations
+
+from gangplan.adapters.traces.generate import generate_fat_tree
+from gangplan.solver.context import CycleContext
+from gangplan.solver.state import ClusterState
+
+
+def _free(state: ClusterState) -> dict[str, tuple[object, ...]]:
+    return {
+        n: (sorted(st.resources.items()), sorted(st.gpu_milli.items()), sorted(st.nics))
+        for n, st in state.nodes.items()
+    }
+
+
+def test_copies_start_from_the_snapshot_and_are_independent() -> None:
+    s = generate_fat_tree(spines=1, leaves_per_spine=2, nodes_per_leaf=4, load=0.5, seed=1)
+    ctx = CycleContext.of(s)
+    fresh = ClusterState(s, ctx.topo)
+    empty = ClusterState(s, ctx.topo, empty=True)
+    a, b = ctx.state(), ctx.state()
+    assert _free(a) == _free(fresh)
+    assert _free(ctx.state(empty=True)) == _free(empty)
+    # the generated load leaves some node partly used: the two differ
+    assert _free(fresh) != _free(empty)
+    # placing on one copy changes neither the other copy nor a later one
+    gang = s.gangs[0]
+    role = gang.roles[0]
+    node = next(n for n in a.candidates(gang, role) if a.fits(gang, role, n))
+    assert a.place(gang, role, node, "p") is not None
+    assert _free(a) != _free(fresh)
+    assert _free(b) == _free(fresh)
+    assert _free(ctx.state()) == _free(fresh)
+    assert a.version(node) > 0 and b.version(node) == 0
+
+
+def test_the_node_index_follows_the_snapshot_order() -> None:
+    s = generate_fat_tree(spines=1, leaves_per_spine=1, nodes_per_leaf=3, load=0.0, seed=0)
+    ctx = CycleContext.of(s)
+    assert ctx.node_names == tuple(n.name for n in s.nodes)
+    assert [ctx.node_index[n.name] for n in s.nodes] == [0, 1, 2]
