@@ -20,8 +20,8 @@ The workload ``M`` is the cycle context's
 (:attr:`~gangplan.solver.context.CycleContext.workload`): by default the snapshot's pending
 pods, or a distribution the caller gives (the replay gives the trace's).
 
-Gangs are placed pod by pod with rollback, as ``greedy`` does (:mod:`gangplan.solver.
-baselines`): queue order from :class:`~gangplan.solver.baselines.QueueOrder`, all or nothing
+Gangs are placed pod by pod with rollback, as ``greedy`` does (:mod:`gangplan.solver.greedy`):
+queue order from :class:`~gangplan.solver.queue_order.QueueOrder`, all or nothing
 below ``min_member``, an elastic gang keeps the pods beyond its minimum that fit. A required
 level is honoured by trying its domains, the one where the gang's first pod grows
 fragmentation least first; a required ``node`` level by trying single nodes the same way.
@@ -33,9 +33,9 @@ from collections import Counter
 from collections.abc import Iterable
 
 from gangplan.models import Gang, PodPlacement, Role
-from gangplan.solver.baselines import BASELINES, QueueOrder
 from gangplan.solver.context import CycleContext
 from gangplan.solver.fragmentation import FgdScorer
+from gangplan.solver.queue_order import QueueOrder, pod_names
 from gangplan.topology import NODE_LEVEL
 
 __all__ = ["fgd", "fgd_place"]
@@ -132,7 +132,7 @@ class _GangPlacer:
             self.order.charge(gang, role, -1)
 
     def place_gang(self, gang: Gang, within: frozenset[str] | None) -> list[PodPlacement] | None:
-        names = {r.name: [r.pod_name(gang.name, i) for i in range(r.count)] for r in gang.roles}
+        names = pod_names(gang)
         placed: list[PodPlacement] = []
         for role in gang.roles:
             req = role.topology.required if role.topology else None
@@ -185,6 +185,3 @@ def fgd(ctx: CycleContext) -> list[PodPlacement]:
     """
     placer = _GangPlacer(ctx, FgdScorer(ctx.state(), ctx.workload), QueueOrder(ctx))
     return placer.run()
-
-
-BASELINES["fgd"] = fgd

@@ -80,9 +80,9 @@ from gangplan.models import (
     format_quantity,
 )
 from gangplan.models.quantity import CPU, MEMORY
-from gangplan.solver.baselines import _binpack_score
 from gangplan.solver.fgd import fgd_place
 from gangplan.solver.fragmentation import FgdScorer, PodShape, Workload
+from gangplan.solver.greedy import binpack_score as _binpack_score
 from gangplan.solver.state import ClusterState, DeviceChoice
 from gangplan.topology import build_topology
 

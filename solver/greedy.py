@@ -1,0 +1,179 @@
+"""The ``greedy`` baseline: Volcano's ``allocate`` action with the ``gang``,
+``proportion``/``drf`` and ``binpack`` plugins (github.com/volcano-sh/volcano).
+
+Gangs come in :class:`~gangplan.solver.queue_order.QueueOrder`; each is placed pod by pod on
+the node with the best binpack score, all or nothing (rolled back below ``min_member``); an
+elastic gang keeps the pods beyond its minimum that fit. A required level is honoured by
+trying its domains one by one, fullest first (Volcano network-topology-aware allocation). It
+does not look at preferred levels, and pod-by-pod choice can strand GPUs — faults kept on
+purpose: they are what gangplan improves on.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from gangplan.models import Gang, PodPlacement, Role
+from gangplan.solver.context import CycleContext
+from gangplan.solver.queue_order import QueueOrder, pod_names
+from gangplan.solver.state import ClusterState
+from gangplan.topology import NODE_LEVEL, Domain
+
+__all__ = ["binpack_score", "greedy"]
+
+
+def binpack_score(state: ClusterState, role: Role, node: str) -> float:
+    """Volcano binpack: mean over the resources the pod asks of (used + request) / allocatable."""
+    st = state.nodes[node]
+    alloc = state.snapshot.node_by_name[node].allocatable
+    total = 0.0
+    n = 0
+    for r, req in role.requests.items():
+        cap = alloc.get(r, 0)
+        if req <= 0 or cap <= 0:
+            continue
+        used = cap - st.resources.get(r, 0)
+        total += (used + req) / cap
+        n += 1
+    return total / n if n else 0.0
+
+
+def _role_nodes(
+    ctx: CycleContext, state: ClusterState, gang: Gang, role: Role, within: frozenset[str] | None
+) -> list[str]:
+    cands = state.candidates(gang, role)
+    return [n for n in cands if within is None or n in within]
+
+
+def _place_gang_greedy(
+    ctx: CycleContext,
+    state: ClusterState,
+    order: QueueOrder,
+    gang: Gang,
+    within: frozenset[str] | None,
+) -> list[PodPlacement] | None:
+    names = pod_names(gang)
+    placed: list[tuple[PodPlacement, Role]] = []
+    role_domain: dict[str, frozenset[str]] = {}
+
+    def rollback() -> None:
+        for p, r in reversed(placed):
+            state.remove(p, r)
+            order.charge(gang, r, -1)
+
+    for role in gang.roles:
+        allowed = within
+        req = role.topology.required if role.topology else None
+        if req is not None and req != NODE_LEVEL:
+            # pick the role's domain: the fullest one that can hold its minimum
+            best = _fullest_domain(ctx, state, gang, role, req, within)
+            if best is None:
+                if gang.role_min(role) > 0:
+                    rollback()
+                    return None
+                continue
+            allowed = best if within is None else (best & within)
+            role_domain[role.name] = allowed
+        for i in range(role.count):
+            if not order.headroom_ok(gang, role):
+                break
+            if allowed is None and req != NODE_LEVEL:
+                # one representative per class of interchangeable nodes: same choice as a
+                # scan of every node (equal scores inside a class; the first node wins ties)
+                nodes = [m[0] for m in state.classes(state.candidates(gang, role))]
+            else:
+                nodes = _role_nodes(ctx, state, gang, role, allowed)
+            if req == NODE_LEVEL and any(p.role == role.name for p, _ in placed):
+                first = next(p.node for p, _ in placed if p.role == role.name)
+                nodes = [n for n in nodes if n == first]
+            best_node = None
+            best_score = -1.0
+            for n in state.fitting(gang, role, nodes):
+                s = binpack_score(state, role, n)
+                if s > best_score:
+                    best_node, best_score = n, s
+            if best_node is None:
+                break
+            p = state.place(gang, role, best_node, names[role.name][i])
+            assert p is not None
+            placed.append((p, role))
+            order.charge(gang, role)
+    counts: dict[str, int] = defaultdict(int)
+    for p, _ in placed:
+        counts[p.role] += 1
+    ok = len(placed) >= gang.min_size and all(
+        counts[r.name] >= gang.role_min(r) for r in gang.roles
+    )
+    if not ok:
+        rollback()
+        return None
+    return [p for p, _ in placed]
+
+
+def _fullest_domain(
+    ctx: CycleContext,
+    state: ClusterState,
+    gang: Gang,
+    role: Role,
+    level: str,
+    within: frozenset[str] | None,
+) -> frozenset[str] | None:
+    best: tuple[float, Domain] | None = None
+    for dom in ctx.topo.domains_at(level):
+        nodes = ctx.topo.nodes_in(dom)
+        if within is not None:
+            nodes = nodes & within
+        cands = [n for n in state.candidates(gang, role) if n in nodes]
+        cap = sum(state.pod_capacity(gang, role, n, gang.role_min(role) or 1) for n in cands)
+        if cap < max(1, gang.role_min(role)):
+            continue
+        used = sum(state.gpu_used_fraction(n) for n in nodes) / max(1, len(nodes))
+        key = (-used, dom)
+        if best is None or key < (best[0], best[1]):
+            best = (-used, dom)
+    return (
+        None
+        if best is None
+        else ctx.topo.nodes_in(best[1])
+        if within is None
+        else ctx.topo.nodes_in(best[1]) & within
+    )
+
+
+def greedy(ctx: CycleContext) -> list[PodPlacement]:
+    """Volcano-like allocate (see the module docstring). Returns placed pods."""
+    state = ctx.state()
+    order = QueueOrder(ctx)
+    out: list[PodPlacement] = []
+    for gang in order:
+        level = gang.topology.required if gang.topology else None
+        if level is None or level == NODE_LEVEL:
+            within = None
+            if level == NODE_LEVEL:
+                # one node: try nodes fullest first
+                pods = None
+                for node in sorted(
+                    ctx.snapshot.node_by_name, key=lambda n: (-state.gpu_used_fraction(n), n)
+                ):
+                    pods = _place_gang_greedy(ctx, state, order, gang, frozenset([node]))
+                    if pods:
+                        break
+            else:
+                pods = _place_gang_greedy(ctx, state, order, gang, within)
+        else:
+            pods = None
+            domains = sorted(
+                ctx.topo.domains_at(level),
+                key=lambda d: (
+                    -sum(state.gpu_used_fraction(n) for n in ctx.topo.nodes_in(d))
+                    / max(1, len(ctx.topo.nodes_in(d))),
+                    d,
+                ),
+            )
+            for dom in domains:
+                pods = _place_gang_greedy(ctx, state, order, gang, ctx.topo.nodes_in(dom))
+                if pods:
+                    break
+        if pods:
+            out.extend(pods)
+    return out

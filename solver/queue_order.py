@@ -1,0 +1,85 @@
+"""The queue order every baseline places gangs in, and each queue's usage against its max.
+
+Queues by weighted dominant share, lowest first (DRF, Ghodsi et al., NSDI'11; Volcano's
+``drf`` / ``proportion`` plugins; Kueue's fair sharing), weight 0 after every queue of
+positive weight (Kueue's meaning); the highest priority at the head of any queue goes
+first (Volcano orders jobs by priority before queue share within a session).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from gangplan.models import Gang, Role
+from gangplan.solver.context import CycleContext
+
+__all__ = ["QueueOrder", "pod_names"]
+
+
+class QueueOrder:
+    """Queues by weighted dominant share, lowest first (Volcano ``drf``/``proportion``,
+    Kueue fair sharing); weight 0 queues after all others; ties by name. Gangs of a queue
+    by priority (higher first), then creation time, then name. Tracks queue usage and
+    headroom under ``max`` as gangs are placed."""
+
+    def __init__(self, ctx: CycleContext, gangs: list[Gang] | None = None):
+        self.ctx = ctx
+        self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for pod in ctx.snapshot.running:
+            if pod.queue is not None:
+                for r, v in pod.requests.items():
+                    self.usage[pod.queue][r] += v
+        self.added: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.pending: dict[str, list[Gang]] = defaultdict(list)
+        for g in gangs if gangs is not None else ctx.snapshot.gangs:
+            self.pending[g.queue].append(g)
+        for q in self.pending.values():
+            q.sort(key=lambda g: (-g.priority, g.creation_time, g.name))
+
+    def share(self, queue: str) -> tuple[int, float, str]:
+        q = self.ctx.snapshot.queue_by_name[queue]
+        dom = self.ctx.shares.dominant(queue, self.added[queue])
+        if q.weight_milli == 0:
+            return (1, float(dom), queue)
+        return (0, dom / q.weight_milli, queue)
+
+    def __iter__(self) -> QueueOrder:
+        return self
+
+    def __next__(self) -> Gang:
+        live = [q for q, gs in self.pending.items() if gs]
+        if not live:
+            raise StopIteration
+        # the highest priority at the head of any queue goes first (Volcano orders jobs by
+        # priority before queue share within a session), then the lowest share
+        top = max(self.pending[q][0].priority for q in live)
+        q = min((q for q in live if self.pending[q][0].priority == top), key=self.share)
+        return self.pending[q].pop(0)
+
+    def headroom_ok(self, gang: Gang, role: Role, pods: int = 1) -> bool:
+        """Would ``pods`` more pods of ``role`` keep the queue within its max?"""
+        q = self.ctx.snapshot.queue_by_name[gang.queue]
+        for r, cap in q.max.items():
+            if self.usage[gang.queue][r] + pods * role.requests.get(r, 0) > cap:
+                return False
+        return True
+
+    def headroom_ok_counts(self, gang: Gang, counts: dict[str, int]) -> bool:
+        """Would these pods per role, together, keep the queue within its max?"""
+        q = self.ctx.snapshot.queue_by_name[gang.queue]
+        for r, cap in q.max.items():
+            add = sum(n * gang.role(role).requests.get(r, 0) for role, n in counts.items())
+            if self.usage[gang.queue][r] + add > cap:
+                return False
+        return True
+
+    def charge(self, gang: Gang, role: Role, sign: int = 1) -> None:
+        for r, v in role.requests.items():
+            self.usage[gang.queue][r] += sign * v
+        for r, v in self.ctx.shares.contribution(role.requests).items():
+            self.added[gang.queue][r] += sign * v
+
+
+def pod_names(gang: Gang) -> dict[str, list[str]]:
+    """The names of a gang's pods, per role, in index order."""
+    return {r.name: [r.pod_name(gang.name, i) for i in range(r.count)] for r in gang.roles}
