@@ -28,7 +28,7 @@ from gangplan.solver.context import CycleContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
 from gangplan.solver.model.objective import build_terms
-from gangplan.solver.model.variables import Variables
+from gangplan.solver.model.variables import Solution, Variables
 from gangplan.solver.result import CycleStatus, SolverConfig
 from gangplan.solver.state import ClusterState
 
@@ -52,80 +52,6 @@ class ModelOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
-class Solution:
-    """Variable values of the last solution, keyed like :class:`Variables`' dicts."""
-
-    x: dict[tuple[int, int], int]
-    z: dict[tuple[int, int], int]
-    joint: dict[tuple[int, int, str], int]
-    joint_nic: dict[tuple[int, int, str], int]
-    share: dict[tuple[int, int, str], int]
-    whole: dict[tuple[int, str], int]
-
-
-def _hint_from_pods(ix: Index, v: Variables, pods: list[PodPlacement]) -> dict[int, int]:
-    """Values (by proto index) of the decision variables for the incumbent's pods."""
-    nidx = ix.node_index
-    item_of: dict[tuple[str, str], int] = {}
-    for item in ix.items:
-        for g in item.gangs:
-            item_of[(g.key, item.role.name)] = item.id
-    x: dict[tuple[int, int], int] = defaultdict(int)
-    z: dict[tuple[int, int], int] = defaultdict(int)
-    joint: dict[tuple[int, int, str], int] = defaultdict(int)
-    joint_nic: dict[tuple[int, int, str], int] = defaultdict(int)
-    share: dict[tuple[int, int, str], int] = defaultdict(int)
-    whole: dict[tuple[int, str], int] = defaultdict(int)
-    admitted: set[int] = set()
-    state = ix.state
-    assert state is not None
-    for p in pods:
-        i = item_of.get((f"{p.namespace}/{p.gang}", p.role))
-        n = nidx.get(p.node)
-        if i is None or n is None:
-            continue
-        item = ix.items[i]
-        x[(i, ix.block_of_node[n])] += 1
-        z[(item.shape, n)] += 1
-        if ix.groups[item.group].multi:
-            admitted.add(item.group)
-        shape = ix.shapes[item.shape]
-        st = state.nodes[p.node]
-        if shape.joint != "none":
-            of = st.group_of.get(shape.joint, {})
-            for d in p.gpus:
-                joint[(item.shape, n, of.get(d, ""))] += 1
-            for d in p.nics:
-                joint_nic[(item.shape, n, of.get(d, ""))] += 1
-        if shape.share:
-            for d in p.gpus:
-                share[(item.shape, n, d)] += 1
-        elif shape.whole:
-            for d in p.gpus:
-                whole[(n, d)] = 1
-    values: dict[int, int] = {}
-
-    def put(var: cp_model.IntVar, value: int) -> None:
-        values[var.index] = value
-
-    for xk, var in v.x.items():
-        put(var, x.get(xk, 0))
-    for gid, var in v.admit.items():
-        put(var, 1 if gid in admitted else 0)
-    for zk, var in v.z_vars.items():
-        put(var, z.get(zk, 0))
-    for jk, var in v.joint.items():
-        put(var, joint.get(jk, 0))
-    for nk, var in v.joint_nic.items():
-        put(var, joint_nic.get(nk, 0))
-    for sk, var in v.share.items():
-        put(var, share.get(sk, 0))
-    for wk, var in v.whole.items():
-        put(var, whole.get(wk, 0))
-    return values
-
-
 def _complete_hint(
     model: cp_model.CpModel, hint: dict[int, int], cfg: SolverConfig, seconds: float
 ) -> cp_model.CpSolver | None:
@@ -145,20 +71,6 @@ def _complete_hint(
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     return solver
-
-
-def _read(solver: cp_model.CpSolver, v: Variables, ix: Index) -> Solution:
-    z: dict[tuple[int, int], int] = {}
-    for key, e in v.z.items():
-        z[key] = int(solver.value(e))
-    return Solution(
-        x={k: int(solver.value(var)) for k, var in v.x.items()},
-        z=z,
-        joint={k: int(solver.value(var)) for k, var in v.joint.items()},
-        joint_nic={k: int(solver.value(var)) for k, var in v.joint_nic.items()},
-        share={k: int(solver.value(var)) for k, var in v.share.items()},
-        whole={k: int(solver.value(var)) for k, var in v.whole.items()},
-    )
 
 
 def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_share: float) -> None:
@@ -195,9 +107,8 @@ def solve_model(
     if not ix.items:
         return ModelOutcome(CycleStatus.OPTIMAL, [], notes=[*notes, "nothing can be placed"])
     model = cp_model.CpModel()
-    v = Variables.create(model, ix)
-    cons = Constraints(model, ix, v)
-    cons.add_all()
+    v = Variables(model, ix)
+    Constraints(model, ix, v).add_all()
     prev_pods = len(previous.pods) if previous is not None else 0
     terms = build_terms(model, ix, v, ctx.shares, prev_pods)
     proto = model.proto
@@ -216,7 +127,7 @@ def solve_model(
             model_size=size,
             notes=[*notes, f"model too large ({size['variables']} variables); incumbent returned"],
         )
-    hint = _hint_from_pods(ix, v, incumbent)
+    hint = v.hint(incumbent)
     first = _complete_hint(model, hint, cfg, max(0.05, budget_s * 0.2))
     # every full solution found so far (the completed incumbent first), kept as solvers
     # holding their last response: before each tier the best of them that meets every tier
@@ -333,7 +244,7 @@ def solve_model(
     if not final:
         return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
     chosen = final[-1]
-    solution = _read(chosen, v, ix)
+    solution = v.read(chosen)
     exprs = {t.name: t for t in terms if t.expr is not None}
     for k, r in enumerate(reports):
         t = exprs.get(r.name)
@@ -361,11 +272,11 @@ def gang_fits(
     if gang.key in ix.left_out or not ix.items:
         return False
     model = cp_model.CpModel()
-    v = Variables.create(model, ix)
+    v = Variables(model, ix)
     Constraints(model, ix, v).add_all()
     group = ix.groups[0]
     if group.multi:
-        model.add(v.admit[group.id] == 1)
+        model.add(v.admit(group.id) == 1)
     else:
         model.add(v.placed(group.items[0]) >= 1)
     solver = cp_model.CpSolver()
@@ -401,8 +312,8 @@ def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[i
         return slots
     taken_gpu: set[str] = set()
     taken_nic: set[str] = set()
-    has_whole_vars = any(nn == n for (nn, _d) in sol.whole)
-    whole_ok = {d for (nn, d), val in sol.whole.items() if nn == n and val}
+    has_whole_vars = any(nn == n for (nn, _d), _val in sol.items("whole"))
+    whole_ok = {d for (nn, d), val in sol.items("whole") if nn == n and val}
 
     def free_whole(ids: tuple[str, ...] | list[str]) -> list[str]:
         out = [d for d in ids if st.gpu_milli[d] == GPU_MILLI and d not in taken_gpu]
@@ -420,8 +331,8 @@ def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[i
         nic_pool: list[str] = []
         pairs: list[tuple[list[str], list[str]]] = []
         for gname, (gpus, nics) in groups.items():
-            a = sol.joint.get((s, n, gname), 0)
-            b = a if shape.nics == shape.whole else sol.joint_nic.get((s, n, gname), 0)
+            a = sol.get("joint", (s, n, gname))
+            b = a if shape.nics == shape.whole else sol.get("joint_nic", (s, n, gname))
             if a == 0 and b == 0:
                 continue
             g_ids = free_whole(gpus)[:a]
@@ -451,7 +362,7 @@ def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[i
                     )
                 )
     # 2. GPU shares, device by device
-    for (s, nn, d), c in sorted(sol.share.items()):
+    for (s, nn, d), c in sorted(sol.items("share")):
         if nn != n or c == 0:
             continue
         shape = ix.shapes[s]
@@ -487,12 +398,12 @@ def disaggregate(ix: Index, sol: Solution, previous: Plan | None) -> list[PodPla
     # which nodes each item's pods go to
     assign: dict[int, list[int]] = defaultdict(list)  # item -> node per pod
     if ix.exact:
-        for (i, b), c in sorted(sol.x.items()):
+        for (i, b), c in sorted(sol.items("x")):
             assign[i] += [b] * c
     else:
         left = {key: len(v) for key, v in slots.items()}
         order = sorted(
-            ((i, b, c) for (i, b), c in sol.x.items() if c > 0),
+            ((i, b, c) for (i, b), c in sol.items("x") if c > 0),
             key=lambda t: (not ix.groups[ix.items[t[0]].group].multi, -t[2], t[0], t[1]),
         )
         for i, b, c in order:

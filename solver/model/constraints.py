@@ -1,8 +1,10 @@
-"""The hard rules of DESIGN.md as CP-SAT constraint families, one method each.
+"""The hard rules of ``docs/design.md`` as CP-SAT constraint families, one method each.
 
 Running pods are fixed: every capacity below is what they leave (``Snapshot.free``).
 Coefficients are kept small: each resource is divided by the gcd of the requests that use
-it (exact), GPU shares by the gcd of share sizes and 1000.
+it (exact), GPU shares by the gcd of share sizes and 1000. A family only reads variables
+(:class:`~gangplan.solver.model.variables.Variables` makes them) and adds constraints, so
+the families may be added in any order.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI
 from gangplan.solver.model.indexing import Index
-from gangplan.solver.model.variables import Variables
+from gangplan.solver.model.variables import Owner, Variables
 
 __all__ = ["Constraints"]
 
@@ -26,22 +28,38 @@ def _gcd(values: list[int]) -> int:
 
 
 class Constraints:
-    """Hard rules of DESIGN.md. Order does not matter."""
+    """The hard rules, one family per method; :data:`FAMILIES` is the table of contents."""
+
+    FAMILIES: tuple[str, ...] = (
+        "gang_all_or_nothing",  # placed(g) ∈ {0} ∪ [min_member, size], per role too
+        "block_link",  # Σ_{i of shape s} x[i,b] = Σ_{n∈b} z[s,n]   (aggregated mode)
+        "node_capacity",  # Σ_s req[s,r]·z[s,n] ≤ free[n,r]  for cpu, memory, ...
+        "gpu_devices",  # whole GPUs from fully free devices; shares per device
+        "joint_gpu_nic",  # per PCIe switch / NUMA node: GPUs given = NICs given
+        "nics",  # Σ_s nics[s]·z[s,n] ≤ free NICs of n
+        "domain_uses",  # x[i,b] > 0 ⇒ uses[g,L,D(b)]; uses[child] ⇒ uses[parent]
+        "required_level",  # Σ_D uses[g,L,D] ≤ 1 for a required level L
+        "queue_max",  # Σ_{gangs of q} req·placed ≤ max[q] − running[q]
+    )
+    """Every family, by name (the method is ``_`` + name); the order does not matter."""
 
     def __init__(self, model: cp_model.CpModel, ix: Index, v: Variables):
         self.m, self.ix, self.v = model, ix, v
-        self.count = 0
 
     def add_all(self) -> None:
-        self._gang_all_or_nothing()  # placed(g) ∈ {0} ∪ [min_member, size], per role too
-        self._block_link()  # Σ_{i of shape s} x[i,b] = Σ_{n∈b} z[s,n]   (aggregated mode)
-        self._node_capacity()  # Σ_s req[s,r]·z[s,n] ≤ free[n,r]  for cpu, memory, ...
-        self._gpu_devices()  # whole GPUs from fully free devices; shares per device
-        self._joint_gpu_nic()  # per PCIe switch / NUMA node: GPUs given = NICs given
-        self._nics()  # Σ_s nics[s]·z[s,n] ≤ free NICs of n
-        self._domain_uses()  # x[i,b] > 0 ⇒ uses[g,L,D(b)]; uses[child] ⇒ uses[parent]
-        self._required_level()  # Σ_D uses[g,L,D] ≤ 1 for a required level L
-        self._queue_max()  # Σ_{gangs of q} req·placed ≤ max[q] − running[q]
+        """Every family of :data:`FAMILIES`."""
+        for name in self.FAMILIES:
+            self.add(name)
+
+    def add(self, family: str) -> None:
+        """One family by name (e.g. ``node_capacity``).
+
+        Raises:
+            ValueError: an unknown family (the message lists the known ones).
+        """
+        if family not in self.FAMILIES:
+            raise ValueError(f"no constraint family {family!r} (known: {', '.join(self.FAMILIES)})")
+        getattr(self, f"_{family}")()
 
     # ------------------------------------------------------------------ gang
 
@@ -52,9 +70,8 @@ class Constraints:
             if not g.multi:
                 for i in g.items:  # identical single-pod gangs: at most one pod each
                     self.m.add(self.v.placed(i) <= self.ix.items[i].count)
-                    self.count += 1
                 continue
-            admit = self.v.admit[g.id]
+            admit = self.v.admit(g.id)
             gang = g.gang
             total = []
             for i in g.items:
@@ -72,22 +89,22 @@ class Constraints:
             if missing:
                 self.m.add(admit == 0)  # a required role has no candidate node
             self.m.add(sum(total) >= gang.min_size * admit)
-            self.count += 2 * len(g.items) + 1
 
     # ------------------------------------------------------------------ capacity
 
     def _block_link(self) -> None:
+        """Aggregated mode: per leaf block and shape, the pods its items put in the block
+        equal the pods of that shape on the block's nodes."""
         if self.ix.exact:
             return
         per: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
-        for (i, b), var in self.v.x.items():
+        for (i, b), var in self.v.all_x():
             per[(self.ix.items[i].shape, b)].append(var)
         zs: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
-        for (s, n), var in self.v.z_vars.items():
+        for (s, n), var in self.v.node_counts():
             zs[(s, self.ix.block_of_node[n])].append(var)
         for key in set(per) | set(zs):
             self.m.add(sum(per.get(key, [])) == sum(zs.get(key, [])))
-            self.count += 1
 
     def _node_capacity(self) -> None:
         """Per node and resource other than GPUs and NICs: requests placed ≤ free."""
@@ -109,7 +126,6 @@ class Constraints:
                     continue
                 cap = free.get(r, 0) // scale[r]
                 self.m.add(sum(c * e for c, e in terms) <= cap)
-                self.count += 1
 
     def _gpu_devices(self) -> None:
         """Whole-GPU pods take fully free devices; a GPU share fits one device's free
@@ -118,44 +134,38 @@ class Constraints:
         assert state is not None
         share_sizes = [sh.share for sh in self.ix.shapes if sh.share]
         unit = _gcd([*share_sizes, GPU_MILLI])
+        v = self.v
         for n, name in enumerate(self.ix.node_names):
-            on = self.v.shapes_on(n)
+            on = v.shapes_on(n)
             whole_terms = [
                 (self.ix.shapes[sh].whole, e) for sh, e in on if self.ix.shapes[sh].whole
             ]
             shares = [(sh, e) for sh, e in on if self.ix.shapes[sh].share]
             st = state.nodes[name]
             wfree = st.whole_free()
-            if not shares:
+            if not v.has_whole(n):
                 if whole_terms:
                     self.m.add(sum(c * e for c, e in whole_terms) <= len(wfree))
-                    self.count += 1
                 continue
             per_shape: dict[int, list[cp_model.IntVar]] = defaultdict(list)
             for d in st.gpu_order:
                 free = st.gpu_milli[d]
                 terms = []
                 for sh, _e in shares:
-                    size = self.ix.shapes[sh].share
-                    if size <= free:
-                        var = self.m.new_int_var(0, free // size, f"share[{sh},{name}/{d}]")
-                        self.v.share[(sh, n, d)] = var
+                    var = v.share(sh, n, d)
+                    if var is not None:
                         per_shape[sh].append(var)
-                        terms.append((size // unit, var))
-                if d in wfree:
-                    w = self.m.new_bool_var(f"whole[{name}/{d}]")
-                    self.v.whole[(n, d)] = w
+                        terms.append((self.ix.shapes[sh].share // unit, var))
+                w = v.whole(n, d)
+                if w is not None:
                     terms.append((GPU_MILLI // unit, w))
                 if terms:
                     self.m.add(sum(c * t for c, t in terms) <= free // unit)
-                    self.count += 1
             for sh, e in shares:
                 self.m.add(sum(per_shape.get(sh, [])) == e)
             if whole_terms:
-                self.m.add(
-                    sum(self.v.whole[(n, d)] for d in wfree) >= sum(c * e for c, e in whole_terms)
-                )
-            self.count += len(shares) + 1
+                given = [w for w in (v.whole(n, d) for d in wfree) if w is not None]
+                self.m.add(sum(given) >= sum(c * e for c, e in whole_terms))
 
     def _joint_gpu_nic(self) -> None:
         """Joint allocation (Koordinator SamePCIe / SameNUMA): a pod asking GPUs and NICs
@@ -164,9 +174,10 @@ class Constraints:
         takes its NICs only from groups holding its GPUs (at most one such pod per node)."""
         state = self.ix.state
         assert state is not None
+        v = self.v
         for n, name in enumerate(self.ix.node_names):
             st = state.nodes[name]
-            on = [(sh, e) for sh, e in self.v.shapes_on(n) if self.ix.shapes[sh].joint != "none"]
+            on = [(sh, e) for sh, e in v.shapes_on(n) if self.ix.shapes[sh].joint != "none"]
             if not on:
                 continue
             gpu_use: dict[tuple[str, str], list[cp_model.LinearExprT]] = defaultdict(list)
@@ -178,22 +189,18 @@ class Constraints:
                 for gname, (gpus, nics) in groups.items():
                     wf = sum(1 for d in gpus if st.gpu_milli[d] == GPU_MILLI)
                     nf = sum(1 for x in nics if x in st.nics)
+                    a = v.joint(sh, n, gname)
                     if shape.nics == shape.whole:
-                        a = self.m.new_int_var(0, min(wf, nf), f"joint[{sh},{name}/{gname}]")
-                        self.v.joint[(sh, n, gname)] = a
                         gvars.append(a)
                         nvars.append(a)
                         gpu_use[(shape.joint, gname)].append(a)
                         nic_use[(shape.joint, gname)].append(a)
                     else:
-                        a = self.m.new_int_var(0, wf, f"joint[{sh},{name}/{gname}]")
-                        b = self.m.new_int_var(0, nf, f"joint_nic[{sh},{name}/{gname}]")
-                        used = self.m.new_bool_var(f"joint_any[{sh},{name}/{gname}]")
+                        b = v.joint_nic(sh, n, gname)
+                        used = v.joint_any(sh, n, gname)
                         self.m.add(a >= used)
                         self.m.add(a <= wf * used)
                         self.m.add(b <= nf * used)
-                        self.v.joint[(sh, n, gname)] = a
-                        self.v.joint_nic[(sh, n, gname)] = b
                         gvars.append(a)
                         nvars.append(b)
                         gpu_use[(shape.joint, gname)].append(a)
@@ -202,7 +209,6 @@ class Constraints:
                     self.m.add(e <= 1)
                 self.m.add(sum(gvars) == shape.whole * e)
                 self.m.add(sum(nvars) == shape.nics * e)
-                self.count += 2
             # per group limits; NUMA groups also carry the PCIe groups inside them
             numa_of: dict[str, str] = {}
             if "numa" in st.groups and "pcie" in st.groups:
@@ -223,15 +229,16 @@ class Constraints:
                         continue
                     wf_ids = [d for d in gpus if st.gpu_milli[d] == GPU_MILLI]
                     nf = sum(1 for x in nics if x in st.nics)
-                    if any((n, d) in self.v.whole for d in wf_ids):
-                        self.m.add(sum(g_terms) <= sum(self.v.whole[(n, d)] for d in wf_ids))
+                    given = [w for w in (v.whole(n, d) for d in wf_ids) if w is not None]
+                    if given:
+                        # shares may go to this node: only devices given to whole GPUs
+                        self.m.add(sum(g_terms) <= sum(given))
                     else:
                         self.m.add(sum(g_terms) <= len(wf_ids))
                     self.m.add(sum(n_terms) <= nf)
-                    self.count += 2
 
     def _nics(self) -> None:
-        s = self.ix.snapshot
+        """Per node: the NICs its pods ask stay within its free NICs."""
         state = self.ix.state
         assert state is not None
         for n, name in enumerate(self.ix.node_names):
@@ -242,94 +249,49 @@ class Constraints:
             ]
             if terms:
                 self.m.add(sum(c * e for c, e in terms) <= len(state.nodes[name].nics))
-                self.count += 1
-        _ = s
 
     # ------------------------------------------------------------------ topology
 
-    def uses_key(
-        self, owner: tuple[str, int], level: str, dom: object
-    ) -> tuple[str, int, str, object]:
-        return (owner[0], owner[1], level, dom)
-
-    def _uses_for(
-        self, owner: tuple[str, int], item_ids: list[int], levels: tuple[str, ...]
-    ) -> None:
-        """Create uses[owner, L, D] for ``levels`` (top down) and link them to ``x``."""
+    def _link_uses(self, owner: Owner) -> None:
+        """uses[owner, L, D] ≥ [owner has a pod in D] at its lowest level L; a child domain
+        used implies its parent used, up to its top level."""
+        v, ix = self.v, self.ix
+        levels = v.uses_levels(owner)
         if not levels:
             return
-        ix = self.ix
+        item_ids = ix.groups[owner[1]].items if owner[0] == "g" else [owner[1]]
         low = levels[-1]
         for i in item_ids:
-            for b, var in self.v.item_blocks(i):
-                dom = ix.domain_of_block[low][b]
-                key = (owner[0], owner[1], low, dom)
-                if key not in self.v.uses:
-                    self.v.uses[key] = self.m.new_bool_var(
-                        f"uses[{owner[0]}{owner[1]},{low},{_dname(dom)}]"
-                    )
-                self.m.add(var <= ix.items[i].count * self.v.uses[key])
-                self.count += 1
+            for b, var in v.item_blocks(i):
+                uses = v.uses(owner, low, ix.domain_of_block[low][b])
+                self.m.add(var <= ix.items[i].count * uses)
         for li in range(len(levels) - 2, -1, -1):
             lv, child = levels[li], levels[li + 1]
-            blocks = {b for i in item_ids for b, _ in self.v.item_blocks(i)}
+            blocks = {b for i in item_ids for b, _ in v.item_blocks(i)}
             for b in blocks:
-                ck = (owner[0], owner[1], child, ix.domain_of_block[child][b])
-                pk = (owner[0], owner[1], lv, ix.domain_of_block[lv][b])
-                if pk not in self.v.uses:
-                    self.v.uses[pk] = self.m.new_bool_var(
-                        f"uses[{owner[0]}{owner[1]},{lv},{_dname(pk[3])}]"
-                    )
-                self.m.add_implication(self.v.uses[ck], self.v.uses[pk])
-                self.count += 1
+                parent = v.uses(owner, lv, ix.domain_of_block[lv][b])
+                self.m.add_implication(v.uses(owner, child, ix.domain_of_block[child][b]), parent)
 
     def _domain_uses(self) -> None:
         """uses[g,L,D] is 1 when gang g (or a role with its own level) has a pod in D."""
-        ix = self.ix
-        for g in ix.groups:
-            if g.multi:
-                self._uses_for(("g", g.id), g.items, ix.levels)
+        for g in self.ix.groups:
+            self._link_uses(("g", g.id))
             for i in g.items:
-                tc = ix.items[i].role.topology
-                lv = [x for x in (tc.required, tc.preferred) if x] if tc else []
-                if lv and ix.items[i].count > 1:
-                    wanted = tuple(x for x in ix.levels if x in lv)
-                    # link at the item's lowest wanted level via its own chain
-                    chain = (
-                        tuple(
-                            x
-                            for x in ix.levels
-                            if ix.levels.index(x) <= max(ix.levels.index(y) for y in wanted)
-                        )
-                        if wanted
-                        else ()
-                    )
-                    self._uses_for(("i", i), [i], chain)
+                self._link_uses(("i", i))
 
     def _required_level(self) -> None:
         """All pods of a gang (or of a role with its own required level) in one domain."""
-        ix = self.ix
+        ix, v = self.ix, self.v
         for g in ix.groups:
             level = g.gang.topology.required if g.gang.topology else None
             if g.multi and level is not None and level in ix.levels:
-                doms = [
-                    var
-                    for (o, gid, lv, _d), var in self.v.uses.items()
-                    if o == "g" and gid == g.id and lv == level
-                ]
-                self.m.add(sum(doms) <= 1)
-                self.count += 1
+                self.m.add(sum(v.uses_at(("g", g.id), level)) <= 1)
             for i in g.items:
                 tc = ix.items[i].role.topology
                 if tc is not None and tc.required is not None and tc.required in ix.levels:
-                    doms = [
-                        var
-                        for (o, iid, lv, _d), var in self.v.uses.items()
-                        if o == "i" and iid == i and lv == tc.required
-                    ]
+                    doms = v.uses_at(("i", i), tc.required)
                     if doms:
                         self.m.add(sum(doms) <= 1)
-                        self.count += 1
 
     # ------------------------------------------------------------------ queues
 
@@ -361,13 +323,3 @@ class Constraints:
                     continue
                 unit = _gcd([c for c, _ in coeffs])
                 self.m.add(sum((c // unit) * self.v.placed(i) for c, i in coeffs) <= left // unit)
-                self.count += 1
-
-
-def _dname(dom: object) -> str:
-    name = getattr(dom, "name", None)
-    if isinstance(name, str):
-        return name
-    if isinstance(dom, tuple):
-        return str(dom[-1])
-    return str(dom)

@@ -103,10 +103,9 @@ def _fairness_and_throughput(
                 ]
                 lin = base.get(r, 0) + sum(k * v.placed(i) for k, i in coeff if k)
                 lins.append(lin)
-            hi = 2_000_000_000
-            dom = model.new_int_var(0, hi, f"dominant[p{c},{qname}]")
+            dom = v.dominant(c, qname)
             model.add_max_equality(dom, lins)
-            gap = model.new_int_var(0, t.target, f"shortfall[p{c},{qname}]")
+            gap = v.shortfall(c, qname)
             model.add(gap >= t.target - dom)
             if t.weight_milli > 0:
                 fair.append(-t.weight_milli * gap)
@@ -138,9 +137,6 @@ def _locality(
     model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]
 ) -> None:
     topo = ix.ctx.topo
-    uses_by: dict[tuple[str, int, str], list[cp_model.IntVar]] = defaultdict(list)
-    for (o, oid, lv, _d), var in v.uses.items():
-        uses_by[(o, oid, lv)].append(var)
     pref_terms: list[cp_model.LinearExprT] = []
     pref_modelled = True
     level_terms: dict[str, list[cp_model.LinearExprT]] = defaultdict(list)
@@ -148,13 +144,13 @@ def _locality(
         if not g.multi:
             continue
         pref = g.gang.topology.preferred if g.gang.topology else None
-        admit = v.admit[g.id]
+        admit = v.admit(g.id)
         for lv in topo.all_levels:
             if lv not in ix.levels:
                 if lv == pref:
                     pref_modelled = False
                 continue
-            spread = sum(uses_by[("g", g.id, lv)]) - admit
+            spread = sum(v.uses_at(("g", g.id), lv)) - admit
             if lv == pref:
                 pref_terms.append(-spread)
             else:
@@ -167,11 +163,11 @@ def _locality(
             if rpref not in ix.levels:
                 pref_modelled = False
                 continue
-            anyp = model.new_bool_var(f"role_placed[{ix.items[i].name}]")
+            anyp = v.role_placed(i)
             placed = v.placed(i)
             model.add(placed <= ix.items[i].count * anyp)
             model.add(placed >= anyp)
-            pref_terms.append(-(sum(uses_by[("i", i, rpref)]) - anyp))
+            pref_terms.append(-(sum(v.uses_at(("i", i), rpref)) - anyp))
     terms["locality.preferred"] = ObjectiveTerm(
         "locality.preferred",
         sum(pref_terms) if pref_terms else None,
@@ -229,12 +225,10 @@ def _fragmentation(
             if 0 < run < total:
                 node_const -= 1
             continue
-        plan = sum(c * e for c, e in gpu_terms)
+        plan: cp_model.LinearExprT = sum(c * e for c, e in gpu_terms)
         ub = free
-        used = model.new_bool_var(f"gpu_used[{name}]")
-        full = model.new_bool_var(f"gpu_full[{name}]")
-        v.gpu_used[n] = used
-        v.gpu_full[n] = full
+        used = v.gpu_used(n)
+        full = v.gpu_full(n)
         model.add(plan <= ub * used)
         model.add(plan >= used)
         model.add(plan >= free).only_enforce_if(full)
@@ -260,8 +254,8 @@ def _fragmentation(
             continue
         plan = sum(leaf_plan[lkey])
         free = total - run
-        used = model.new_bool_var(f"leaf_used[{getattr(lkey, 'name', lkey)}]")
-        full = model.new_bool_var(f"leaf_full[{getattr(lkey, 'name', lkey)}]")
+        used = v.leaf_used(lkey)
+        full = v.leaf_full(lkey)
         model.add(plan <= leaf_ub[lkey] * used)
         model.add(plan >= used)
         model.add(plan >= free).only_enforce_if(full)
@@ -293,10 +287,10 @@ def _stability(
     kept: list[cp_model.IntVar] = []
     for item in ix.items:
         for n, k in item.previous.items():
-            var = v.x.get((item.id, n))
+            var = v.x(item.id, n)
             if var is None:
                 continue
-            keep = model.new_int_var(0, k, f"kept[{item.name},{ix.node_names[n]}]")
+            keep = v.kept(item.id, n)
             model.add_min_equality(keep, [var, k])
             kept.append(keep)
     terms["stability"] = ObjectiveTerm(
