@@ -2,7 +2,8 @@
 ``proportion``/``drf`` and ``binpack`` plugins (github.com/volcano-sh/volcano).
 
 Gangs come in :class:`~gangplan.solver.queue_order.QueueOrder`; each is placed pod by pod on
-the node with the best binpack score, all or nothing (rolled back below ``min_member``); an
+the node with the best binpack score (:func:`~gangplan.solver.one_pod.greedy_node`, the
+one-pod rule), all or nothing (rolled back below ``min_member``); an
 elastic gang keeps the pods beyond its minimum that fit. A required level is honoured by
 trying its domains one by one, fullest first (Volcano network-topology-aware allocation). It
 does not look at preferred levels, and pod-by-pod choice can strand GPUs — faults kept on
@@ -15,27 +16,12 @@ from collections import defaultdict
 
 from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
+from gangplan.solver.one_pod import class_representatives, greedy_node
 from gangplan.solver.queue_order import QueueOrder, pod_names
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL, Domain
 
-__all__ = ["binpack_score", "greedy"]
-
-
-def binpack_score(state: ClusterState, role: Role, node: str) -> float:
-    """Volcano binpack: mean over the resources the pod asks of (used + request) / allocatable."""
-    st = state.nodes[node]
-    alloc = state.snapshot.node_by_name[node].allocatable
-    total = 0.0
-    n = 0
-    for r, req in role.requests.items():
-        cap = alloc.get(r, 0)
-        if req <= 0 or cap <= 0:
-            continue
-        used = cap - st.resources.get(r, 0)
-        total += (used + req) / cap
-        n += 1
-    return total / n if n else 0.0
+__all__ = ["greedy"]
 
 
 def _role_nodes(
@@ -80,18 +66,13 @@ def _place_gang_greedy(
             if allowed is None and req != NODE_LEVEL:
                 # one representative per class of interchangeable nodes: same choice as a
                 # scan of every node (equal scores inside a class; the first node wins ties)
-                nodes = [m[0] for m in state.classes(state.candidates(gang, role))]
+                nodes = class_representatives(state, gang, role)
             else:
                 nodes = _role_nodes(ctx, state, gang, role, allowed)
             if req == NODE_LEVEL and any(p.role == role.name for p, _ in placed):
                 first = next(p.node for p, _ in placed if p.role == role.name)
                 nodes = [n for n in nodes if n == first]
-            best_node = None
-            best_score = -1.0
-            for n in state.fitting(gang, role, nodes):
-                s = binpack_score(state, role, n)
-                if s > best_score:
-                    best_node, best_score = n, s
+            best_node = greedy_node(state, gang, role, nodes)
             if best_node is None:
                 break
             p = state.place(gang, role, best_node, names[role.name][i])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
+from gangplan.solver.one_pod import ROOM_LIMIT, topology_fit_node
 from gangplan.solver.queue_order import QueueOrder, pod_names
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL
@@ -75,10 +76,6 @@ def _descend(
     return out
 
 
-_ROOM_LIMIT = 64
-"""How far pod capacities are counted when comparing rooms (BestFit needs only the order)."""
-
-
 def _topology_fit_gang(
     ctx: CycleContext, state: ClusterState, order: QueueOrder, gang: Gang
 ) -> list[PodPlacement] | None:
@@ -88,19 +85,14 @@ def _topology_fit_gang(
     names = pod_names(gang)
     if gang.size == 1:
         # one pod: the lowest level is the node; BestFit = the node with the least room that
-        # still holds it (ties by name). Same rule as below, without building every domain.
+        # still holds it (the one-pod rule, without building every domain)
         role = gang.roles[0]
         if not order.headroom_ok_counts(gang, {role.name: 1}):
             return None
-        best: tuple[int, str] | None = None
-        for alike in state.classes(state.candidates(gang, role)):
-            # interchangeable nodes have the same room; the smallest name breaks ties
-            room = state.pod_capacity(gang, role, alike[0], _ROOM_LIMIT)
-            if room >= 1 and (best is None or (room, min(alike)) < best):
-                best = (room, min(alike))
-        if best is None:
+        node = topology_fit_node(state, gang, role)
+        if node is None:
             return None
-        placed = state.place(gang, role, best[1], names[role.name][0])
+        placed = state.place(gang, role, node, names[role.name][0])
         if placed is None:
             return None
         order.charge(gang, role)
@@ -122,7 +114,7 @@ def _topology_fit_gang(
             return None
         caps = {
             r.name: _capacity(
-                state, gang, r, list(state.candidates(gang, r)), max(counts[r.name], _ROOM_LIMIT)
+                state, gang, r, list(state.candidates(gang, r)), max(counts[r.name], ROOM_LIMIT)
             )
             for r in gang.roles
         }

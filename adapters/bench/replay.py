@@ -20,16 +20,16 @@ github.com/hkust-adsl/kubernetes-scheduler-simulator):
    the cluster's GPUs allocated when the arrived demand first reaches 100% of them, and at
    the end (130%), and the curve of allocated against arrived (one point per percent).
 
-Placers, one pod at a time (what each baseline of :mod:`gangplan.solver.baselines` does for
-a gang of one pod; ``tests/adapters/bench/test_replay.py`` checks each against the baseline run on
-a snapshot):
+Placers, one pod at a time (:mod:`gangplan.solver.one_pod`, the code each baseline runs for
+a gang of one pod; ``tests/adapters/bench/test_replay.py`` checks each against the baseline
+run on a snapshot):
 
 ``greedy``
     Volcano binpack: the node with the highest binpack score (mean over the resources the pod
     asks of (used + request) / allocatable), ties to the first in node order; the share goes
     to the device with the least free milli-GPU that holds it.
 ``topology-fit``
-    Kueue BestFit as :func:`~gangplan.solver.baselines.topology_fit` implements it: for one
+    Kueue BestFit as :func:`~gangplan.solver.topology_fit.topology_fit` implements it: for one
     pod the lowest level is the node, and the node with the least room (pods of this shape
     it can still hold, counted up to 64) that holds it, ties by name.
 ``fgd``
@@ -38,7 +38,7 @@ a snapshot):
     ``popularity`` = 95% of them, as the paper's runs set ``podPopularityThreshold``).
 ``cpsat``
     A different setting, reported apart: arrivals in cycles of ``batch`` (100) pods, each
-    cycle a :func:`~gangplan.solver.cycle.solve_cycle` (CP-SAT, ``time_limit_s`` = 1 s) on a
+    cycle a :func:`~gangplan.solver.cycle.solve_cycle_in` (CP-SAT, ``time_limit_s`` = 1 s) on a
     snapshot of the batch with everything placed so far as running pods. Batching reorders
     the arrivals of a cycle; the FGD baseline of its incumbent pool uses the trace's
     distribution; the statuses of the cycles (optimal / feasible / incumbent / fallback)
@@ -73,16 +73,14 @@ from gangplan.adapters.traces.common import snapshot_of
 from gangplan.models import (
     GPU_MILLI,
     Gang,
-    PodPlacement,
     Role,
     RunningPod,
     Snapshot,
     format_quantity,
 )
 from gangplan.models.quantity import CPU, MEMORY
-from gangplan.solver.fgd import fgd_place
-from gangplan.solver.fragmentation import FgdScorer, PodShape, Workload
-from gangplan.solver.greedy import binpack_score as _binpack_score
+from gangplan.solver.fragmentation import PodShape, Workload
+from gangplan.solver.one_pod import one_pod_placer
 from gangplan.solver.state import ClusterState, DeviceChoice
 from gangplan.topology import build_topology
 
@@ -94,7 +92,6 @@ __all__ = [
     "ReplayResult",
     "ReplaySummary",
     "arrivals",
-    "one_pod_placer",
     "replay",
     "replay_pods",
     "result_data",
@@ -108,8 +105,6 @@ REPLAY_PLACERS = ("greedy", "fgd", "topology-fit", "cpsat")
 """Placers the replay knows; ``cpsat`` runs in batches (a different setting)."""
 
 MIB = 2**20
-ROOM_LIMIT = 64
-"""topology-fit counts a node's room for a pod up to this many pods (as the baseline)."""
 Order = Literal["creation", "shuffle"]
 
 
@@ -315,123 +310,6 @@ class ReplayCluster:
             self._gangs[key] = gang
         return gang
 
-    def fits(self, gang: Gang, role: Role, node: str) -> bool:
-        """Does one more pod of ``role`` fit ``node`` now? (Capacity only; the static rules
-        come from ``state.candidates``.) The same answer as ``ClusterState.fits``, without
-        a trial placement for pods that ask no NICs."""
-        state = self.state
-        req = role.requests
-        if req.get(state.nic, 0) or gang.joint != "none":
-            return state.fits(gang, role, node)
-        st = state.nodes[node]
-        for res, amount in req.items():
-            if res != state.gpu and amount > st.resources.get(res, 0):
-                return False
-        gpu = req.get(state.gpu, 0)
-        if gpu <= 0:
-            return True
-        if gpu < GPU_MILLI:
-            return any(f >= gpu for f in st.gpu_milli.values())
-        return sum(1 for f in st.gpu_milli.values() if f == GPU_MILLI) >= gpu // GPU_MILLI
-
-    def room(self, gang: Gang, role: Role, node: str, limit: int) -> int:
-        """How many more pods of ``role`` fit ``node`` now, counted up to ``limit`` (as
-        ``ClusterState.pod_capacity`` counts them by trial): the least, over the resources
-        it asks, of what the node holds, a GPU share counting ``free // share`` per device."""
-        state = self.state
-        req = role.requests
-        if req.get(state.nic, 0) or gang.joint != "none":
-            return state.pod_capacity(gang, role, node, limit)
-        st = state.nodes[node]
-        room = limit
-        for res, amount in req.items():
-            if res != state.gpu and amount > 0:
-                room = min(room, st.resources.get(res, 0) // amount)
-        gpu = req.get(state.gpu, 0)
-        if 0 < gpu < GPU_MILLI:
-            room = min(room, sum(f // gpu for f in st.gpu_milli.values()))
-        elif gpu >= GPU_MILLI:
-            full = sum(1 for f in st.gpu_milli.values() if f == GPU_MILLI)
-            room = min(room, full // (gpu // GPU_MILLI))
-        return max(0, room)
-
-
-# --------------------------------------------------------------------------- one-pod placers
-
-PodPlacer = Callable[[Gang, str], "PodPlacement | None"]
-
-
-def _greedy_placer(cluster: ReplayCluster) -> PodPlacer:
-    state = cluster.state
-    cache: dict[tuple[str, str], tuple[int, float]] = {}
-
-    def place(gang: Gang, name: str) -> PodPlacement | None:
-        role = gang.roles[0]
-        best, best_score = None, -1.0
-        for node in state.candidates(gang, role):
-            if not cluster.fits(gang, role, node):
-                continue
-            key = (node, gang.name)
-            version = state.version(node)
-            hit = cache.get(key)
-            if hit is not None and hit[0] == version:
-                score = hit[1]
-            else:
-                score = _binpack_score(state, role, node)
-                cache[key] = (version, score)
-            if score > best_score:
-                best, best_score = node, score
-        return None if best is None else state.place(gang, role, best, name)
-
-    return place
-
-
-def _topology_fit_placer(cluster: ReplayCluster) -> PodPlacer:
-    state = cluster.state
-    cache: dict[tuple[str, str], tuple[int, int]] = {}
-
-    def place(gang: Gang, name: str) -> PodPlacement | None:
-        role = gang.roles[0]
-        best: tuple[int, str] | None = None
-        for node in state.candidates(gang, role):
-            key = (node, gang.name)
-            version = state.version(node)
-            hit = cache.get(key)
-            if hit is not None and hit[0] == version:
-                room = hit[1]
-            else:
-                room = cluster.room(gang, role, node, ROOM_LIMIT)
-                cache[key] = (version, room)
-            if room >= 1 and (best is None or (room, node) < best):
-                best = (room, node)
-        return None if best is None else state.place(gang, role, best[1], name)
-
-    return place
-
-
-def _fgd_placer(cluster: ReplayCluster, workload: Workload, quantize: bool) -> PodPlacer:
-    scorer = FgdScorer(cluster.state, workload, quantize=quantize)
-
-    def place(gang: Gang, name: str) -> PodPlacement | None:
-        return fgd_place(scorer, gang, gang.roles[0], name)
-
-    return place
-
-
-def one_pod_placer(
-    cluster: ReplayCluster, placer: str, workload: Workload, *, quantize: bool = False
-) -> PodPlacer:
-    """A function that places one pod (its shared gang and its name) on ``cluster`` with
-    ``placer`` (``greedy``, ``topology-fit`` or ``fgd``; module docstring), updating the
-    state; it returns the placement, or None if the pod fits nowhere."""
-    if placer == "greedy":
-        return _greedy_placer(cluster)
-    if placer == "topology-fit":
-        return _topology_fit_placer(cluster)
-    if placer == "fgd":
-        return _fgd_placer(cluster, workload, quantize)
-    raise ValueError(f"no one-pod placer {placer!r} (accepted: greedy, topology-fit, fgd)")
-
 
 # --------------------------------------------------------------------------- the replay
 
@@ -528,7 +406,7 @@ def replay_pods(
     if placer == "cpsat":
         times = _run_batched(cluster, seq, workload, cfg, seed, meter, statuses, progress)
     else:
-        place = one_pod_placer(cluster, placer, workload, quantize=cfg.quantize)
+        place = one_pod_placer(cluster.state, placer, workload, quantize=cfg.quantize)
         for a in seq:
             meter.arrive(a.gpu_milli)
             meter.outcome(a.gpu_milli, place(cluster.gang_of(a.pod), a.name) is not None)

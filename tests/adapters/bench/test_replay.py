@@ -22,7 +22,6 @@ from gangplan.adapters.bench.replay import (
     ReplayCluster,
     ReplayConfig,
     arrivals,
-    one_pod_placer,
     replay,
     summarize,
     summary_rows,
@@ -33,6 +32,7 @@ from gangplan.adapters.traces.alibaba import OpenbPod, read_openb_nodes, read_op
 from gangplan.models import Gang, RunningPod, Snapshot, format_quantity
 from gangplan.solver.baselines import BASELINES
 from gangplan.solver.context import CycleContext
+from gangplan.solver.one_pod import one_pod_placer
 
 ROOT = Path(__file__).resolve().parents[3]
 # $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it
@@ -230,7 +230,7 @@ def test_one_pod_placers_agree_with_the_baselines(tmp_path: Path, placer: str) -
     pods = read_openb_pods(write(tmp_path, "p.csv", CHECK_PODS))
     cluster = ReplayCluster(nodes)
     workload = trace_workload(pods)
-    place = one_pod_placer(cluster, placer, workload)
+    place = one_pod_placer(cluster.state, placer, workload)
     base = cluster.snapshot
     running: list[RunningPod] = []
     outcomes = []
