@@ -46,7 +46,6 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
 
 from gangplan.models import GPU_MILLI, Gang, Role, Snapshot
 from gangplan.models.quantity import CPU
@@ -174,17 +173,6 @@ def shape_fragmentation(
 
 # --------------------------------------------------------------------------- scorer
 
-_MEMOS: WeakKeyDictionary[Workload, dict[tuple[object, ...], int]] = WeakKeyDictionary()
-
-
-def _shared_memo(workload: Workload) -> dict[tuple[object, ...], int]:
-    """``F_n(M)`` by node state, shared by every scorer of one workload while it lives (the
-    replay's CP-SAT cycles call the placer again and again with the trace's workload)."""
-    memo = _MEMOS.get(workload)
-    if memo is None:
-        memo = _MEMOS[workload] = {}
-    return memo
-
 
 def _sigmoid_score(delta: float) -> int:
     """The simulator's FGD node score, ``int(100 * sigmoid(-Δ / 1000))`` (Δ in milli-GPU)."""
@@ -212,7 +200,8 @@ class FgdScorer:
         snapshot = state.snapshot
         self._model = {n.name: n.gpu_model for n in snapshot.nodes}
         self._total = max(1, workload.total)
-        self._memo = _shared_memo(workload)
+        self._memo: dict[tuple[object, ...], int] = {}
+        """weighted F_n(M) by node state (model, free CPU, sorted free milli-GPU)"""
         self._now: dict[str, tuple[int, int]] = {}
         self._deltas: dict[
             tuple[str, tuple[int, int, int]], tuple[int, int | None, str | None]

@@ -82,19 +82,6 @@ def _static_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...
     )
 
 
-_SHAPE_KEYS: dict[tuple[int, str], tuple[object, ...]] = {}
-
-
-def _shape_key(gang: Gang, role: Role) -> tuple[object, ...]:
-    """What decides how many pods fit a node (requests and joint policy), not who asks."""
-    memo = (id(role), gang.joint)
-    key = _SHAPE_KEYS.get(memo)
-    if key is None or key[2] is not role:
-        key = (tuple(sorted(role.requests.items())), gang.joint, role)
-        _SHAPE_KEYS[memo] = key
-    return key[:2]
-
-
 class ClusterState:
     """Free capacity of every node, updated pod by pod (``place`` / ``remove``)."""
 
@@ -123,6 +110,9 @@ class ClusterState:
                     st.group_of[policy] = {d: g.name for g in groups for d in (*g.gpus, *g.nics)}
             self.nodes[node.name] = st
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._shape_keys: dict[tuple[int, str], tuple[object, ...]] = {}
+        """(id(role), joint) -> (requests, joint, role): the role is kept, so its id is not
+        reused while the entry lives (as long as this state and its copies)"""
         self._alloc_sig = {
             n.name: (n.gpu_model, tuple(sorted(n.allocatable.items()))) for n in snapshot.nodes
         }
@@ -159,11 +149,21 @@ class ClusterState:
             for name, st in self.nodes.items()
         }
         new._static = self._static
+        new._shape_keys = self._shape_keys
         new._alloc_sig = self._alloc_sig
         new._fresh()
         return new
 
     # ------------------------------------------------------------------ filters
+
+    def _shape_key(self, gang: Gang, role: Role) -> tuple[object, ...]:
+        """What decides how many pods fit a node (requests and joint policy), not who asks."""
+        memo = (id(role), gang.joint)
+        key = self._shape_keys.get(memo)
+        if key is None or key[2] is not role:
+            key = (tuple(sorted(role.requests.items())), gang.joint, role)
+            self._shape_keys[memo] = key
+        return key[:2]
 
     def candidates(self, gang: Gang, role: Role) -> tuple[str, ...]:
         """Nodes that pass :func:`static_ok` for this role (cached)."""
@@ -296,7 +296,7 @@ class ClusterState:
 
         Cached per node until the node changes (``place`` / ``remove``)."""
         cap = limit if limit is not None else role.count
-        key = (node, _shape_key(gang, role), cap)
+        key = (node, self._shape_key(gang, role), cap)
         hit = self._cap_cache.get(key)
         version = self._version.get(node, 0)
         if hit is not None and hit[0] == version:
@@ -312,7 +312,7 @@ class ClusterState:
     def fitting(self, gang: Gang, role: Role, nodes: Iterable[str]) -> list[str]:
         """The nodes of ``nodes`` where one more pod of ``role`` fits now, in their order
         (:meth:`fits` for many nodes, with the lookups hoisted out of the loop)."""
-        shape = _shape_key(gang, role)
+        shape = self._shape_key(gang, role)
         cache = self._cap_cache
         versions = self._version
         out = []
