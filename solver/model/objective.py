@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from math import gcd
 
 from ortools.sat.python import cp_model
 
@@ -193,12 +194,14 @@ def _fragmentation(
     assert state is not None
     s = ix.snapshot
     topo = ix.ctx.topo
+    # one unit divides every amount below exactly: GPU shares asked, and what running pods
+    # leave free per node (a running 500m share leaves 1500 of 2000: not a whole GPU count)
     unit = GPU_MILLI
     for sh in ix.shapes:
         if sh.share:
-            from math import gcd
-
             unit = gcd(unit, sh.share)
+    for name in ix.node_names:
+        unit = gcd(unit, sum(s.free(name).gpu_milli.values()))
     node_const = 0
     node_terms: list[cp_model.LinearExprT] = []
     leaf_plan: dict[object, list[cp_model.LinearExprT]] = defaultdict(list)
