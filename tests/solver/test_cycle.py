@@ -1,12 +1,15 @@
-"""The cycle end to end on small cases worked out by hand."""
+"""The cycle end to end on small cases worked out by hand: a previous plan (the stability
+entry, and pods given back the node they had when the counts allow), and a role's own
+preferred level."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gangplan.models import Plan, PodPlacement, Snapshot, load_instance
-from gangplan.solver.cycle import solve_cycle
-from gangplan.solver.result import SolverConfig, assemble_plan
+from gangplan.solver.cycle import run_baseline, solve_cycle
+from gangplan.solver.result import CycleStatus, SolverConfig, assemble_plan
+from gangplan.solver.score import score
 from gangplan.solver.verify import verify
 
 GPU = "nvidia.com/gpu"
@@ -28,6 +31,104 @@ def _previous(s: Snapshot, where: dict[str, str]) -> Plan:
 
 def _nodes_of(plan: Plan) -> dict[str, str]:
     return {p.pod: p.node for p in plan.pods}
+
+
+def test_the_previous_plan_keeps_a_gang_where_it_was() -> None:
+    """Two empty nodes of 4 GPUs, g asks 2 x 1 GPU. Every plan with g on one node scores the
+    same above stability (all GPUs asked placed; one node partly used; node spread 0), and
+    the baselines pick n1 (first in order). The previous plan had g on n2: the best plan is
+    g on n2, stability 0, where the baselines' n1 scores -2 (two pods moved)."""
+    s = _snapshot(
+        nodes=[{"name": "n1", "allocatable": {GPU: 4}}, {"name": "n2", "allocatable": {GPU: 4}}],
+        queues=[{"name": "q"}],
+        gangs=[
+            {"name": "g", "queue": "q", "roles": [{"name": "w", "count": 2, "requests": {GPU: 1}}]}
+        ],
+    )
+    previous = _previous(s, {"g-w-0": "n2", "g-w-1": "n2"})
+    greedy = run_baseline(s, "greedy", previous)
+    assert set(_nodes_of(greedy.plan).values()) == {"n1"}
+    assert greedy.score["stability"] == -2
+    result = solve_cycle(s, previous, DET)
+    assert result.status is CycleStatus.OPTIMAL
+    assert verify(s, result.plan) == []
+    assert _nodes_of(result.plan) == {"g-w-0": "n2", "g-w-1": "n2"}
+    assert result.score["stability"] == 0
+    assert result.score == score(s, result.plan, previous)
+
+
+def test_pods_get_back_their_own_previous_node() -> None:
+    """Two nodes of 1 GPU each: g (2 x 1 GPU) must put one pod on each. The model counts
+    pods per node, not names; the previous plan had g-w-0 on n2 and g-w-1 on n1, so the
+    plan must name them that way round to keep both (stability 0; the other naming moves
+    both, -2)."""
+    s = _snapshot(
+        nodes=[{"name": "n1", "allocatable": {GPU: 1}}, {"name": "n2", "allocatable": {GPU: 1}}],
+        queues=[{"name": "q"}],
+        gangs=[
+            {"name": "g", "queue": "q", "roles": [{"name": "w", "count": 2, "requests": {GPU: 1}}]}
+        ],
+    )
+    previous = _previous(s, {"g-w-0": "n2", "g-w-1": "n1"})
+    result = solve_cycle(s, previous, DET)
+    assert verify(s, result.plan) == []
+    assert _nodes_of(result.plan) == {"g-w-0": "n2", "g-w-1": "n1"}
+    assert result.score["stability"] == 0
+    # without a previous plan, the same counts name the pods in node order
+    fresh = solve_cycle(s, None, DET)
+    assert _nodes_of(fresh.plan) == {"g-w-0": "n1", "g-w-1": "n2"}
+
+
+def test_a_roles_own_preferred_level_keeps_its_pods_in_one_leaf() -> None:
+    """Leaves l1 = {n1, n2}, l2 = {n3, n4}, 2 GPUs each; running pods hold one GPU of n1 and
+    one of n3. Gang g: launcher l (1 cpu) and 3 workers w of 1 GPU that prefer one leaf.
+    Greedy's binpack takes the fullest nodes first: n1, n3, then n2 — workers in two leaves,
+    locality.preferred = -1. The workers fit one leaf (n1 + n2, or n3 + n4: 3 free GPUs
+    each): the best plan has locality.preferred = 0, every tier above it being equal (all
+    GPUs asked placed)."""
+    s = _snapshot(
+        levels=[{"name": "leaf"}],
+        nodes=[
+            {
+                "name": f"n{i}",
+                "domains": {"leaf": f"l{(i + 1) // 2}"},
+                "allocatable": {GPU: 2, "cpu": 4},
+            }
+            for i in range(1, 5)
+        ],
+        queues=[{"name": "q"}],
+        running=[
+            {"name": "r1", "node": "n1", "requests": {GPU: 1}},
+            {"name": "r3", "node": "n3", "requests": {GPU: 1}},
+        ],
+        gangs=[
+            {
+                "name": "g",
+                "queue": "q",
+                "roles": [
+                    {"name": "l", "count": 1, "requests": {"cpu": 1}},
+                    {
+                        "name": "w",
+                        "count": 3,
+                        "requests": {GPU: 1},
+                        "topology": {"preferred": "leaf"},
+                    },
+                ],
+            }
+        ],
+    )
+    greedy = run_baseline(s, "greedy")
+    workers = [p.node for p in greedy.plan.pods if p.role == "w"]
+    assert sorted(workers) == ["n1", "n2", "n3"]
+    assert greedy.score["locality.preferred"] == -1
+    result = solve_cycle(s, None, DET)
+    assert result.status is CycleStatus.OPTIMAL
+    assert verify(s, result.plan) == []
+    workers = [p.node for p in result.plan.pods if p.role == "w"]
+    assert len(workers) == 3
+    assert set(workers) <= {"n1", "n2"} or set(workers) <= {"n3", "n4"}
+    assert result.score["locality.preferred"] == 0
+    assert result.score["p0.gpu_milli"] == greedy.score["p0.gpu_milli"] == 3000
 
 
 def test_a_node_left_with_a_running_share_stays_partly_used_in_the_model() -> None:
