@@ -1,11 +1,11 @@
-"""Dominant shares and fair targets between queues (DESIGN.md, "Fair targets").
+"""Dominant shares and fair targets between queues (``docs/design.md``, "Fair targets").
 
 Shares follow Dominant Resource Fairness (Ghodsi et al., NSDI'11): a queue's share of a
 resource is its usage over the amount being shared, and its dominant share is the largest
 of its cpu, memory and GPU shares. The amount shared is the cluster's allocatable minus
 what pods of no queue hold; running usage counts.
 
-Units. Shares are integers in **ppm** (parts per million of the shared amount). DESIGN.md
+Units. Shares are integers in **ppm** (parts per million of the shared amount). The design
 counts the shortfall in milli-units of dominant share; ppm is 1000 times finer, because one
 GPU of a 4,096-GPU cluster is 0.24 milli and would vanish. Each pod's contribution to a
 share is rounded to the nearest ppm once (:meth:`FairShares.contribution`), so the share of
@@ -68,6 +68,7 @@ class FairShares:
 
     @property
     def resources(self) -> tuple[str, ...]:
+        """The resources being shared (those with a positive total)."""
         return tuple(r for r, t in self.totals.items() if t > 0)
 
     def contribution(self, requests: dict[str, int]) -> dict[str, int]:

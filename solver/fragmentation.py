@@ -96,6 +96,7 @@ class Workload:
 
     @property
     def total(self) -> int:
+        """The sum of the weights (pods)."""
         return sum(w for _, w in self.shapes)
 
     def probabilities(self) -> dict[PodShape, float]:

@@ -25,8 +25,9 @@ __all__ = ["greedy"]
 
 
 def _role_nodes(
-    ctx: CycleContext, state: ClusterState, gang: Gang, role: Role, within: frozenset[str] | None
+    state: ClusterState, gang: Gang, role: Role, within: frozenset[str] | None
 ) -> list[str]:
+    """The role's candidate nodes inside ``within`` (all of them for None), in order."""
     cands = state.candidates(gang, role)
     return [n for n in cands if within is None or n in within]
 
@@ -40,7 +41,6 @@ def _place_gang_greedy(
 ) -> list[PodPlacement] | None:
     names = pod_names(gang)
     placed: list[tuple[PodPlacement, Role]] = []
-    role_domain: dict[str, frozenset[str]] = {}
 
     def rollback() -> None:
         for p, r in reversed(placed):
@@ -59,7 +59,6 @@ def _place_gang_greedy(
                     return None
                 continue
             allowed = best if within is None else (best & within)
-            role_domain[role.name] = allowed
         for i in range(role.count):
             if not order.headroom_ok(gang, role):
                 break
@@ -68,7 +67,7 @@ def _place_gang_greedy(
                 # scan of every node (equal scores inside a class; the first node wins ties)
                 nodes = class_representatives(state, gang, role)
             else:
-                nodes = _role_nodes(ctx, state, gang, role, allowed)
+                nodes = _role_nodes(state, gang, role, allowed)
             if req == NODE_LEVEL and any(p.role == role.name for p, _ in placed):
                 first = next(p.node for p, _ in placed if p.role == role.name)
                 nodes = [n for n in nodes if n == first]

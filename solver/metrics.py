@@ -1,5 +1,5 @@
 """Quality metrics of a plan, beside :func:`~gangplan.solver.score.score`: what ``gangplan
-bench`` reports per placer and instance (issue 5, "Per run").
+bench`` reports per placer and instance.
 
 The score orders plans; these numbers say how good a plan is in units a person reads
 (GPUs, gangs, leaves, shares). Like the score and the verifier, they import no OR-Tools
@@ -247,13 +247,6 @@ class PlanMetrics:
     @property
     def queues_below_target(self) -> int:
         return sum(1 for q in self.queues if q.allocation_ppm < q.target_ppm)
-
-    def admitted_in(self, priority: int) -> tuple[int, int]:
-        """(admitted, pending) gangs of one priority class ((0, 0) if absent)."""
-        for c, a, t in self.gangs:
-            if c == priority:
-                return a, t
-        return 0, 0
 
 
 # --------------------------------------------------------------------------- computation

@@ -37,6 +37,7 @@ class QueueOrder:
             q.sort(key=lambda g: (-g.priority, g.creation_time, g.name))
 
     def share(self, queue: str) -> tuple[int, float, str]:
+        """The sort key of a queue: (weight 0 last, dominant share / weight, name)."""
         q = self.ctx.snapshot.queue_by_name[queue]
         dom = self.ctx.shares.dominant(queue, self.added[queue])
         if q.weight_milli == 0:
@@ -74,6 +75,7 @@ class QueueOrder:
         return True
 
     def charge(self, gang: Gang, role: Role, sign: int = 1) -> None:
+        """Count one pod of ``role`` placed (``sign`` -1: taken back) in its queue's usage."""
         for r, v in role.requests.items():
             self.usage[gang.queue][r] += sign * v
         for r, v in self.ctx.shares.contribution(role.requests).items():

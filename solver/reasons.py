@@ -1,4 +1,5 @@
-"""Why a gang stays pending: DESIGN.md's three classes, with the binding constraint and numbers.
+"""Why a gang stays pending: the three classes of ``docs/design.md``, with the binding
+constraint and numbers.
 
 ``never_fits``
     not even on the empty cluster (allocatable, no running pods) within its queue's max;

@@ -31,7 +31,8 @@ class SolverConfig:
     """Options of one cycle.
 
     ``time_limit_s``: wall-clock budget for CP-SAT (all tiers); ``num_workers``: CP-SAT
-    search workers (default 2, these machines' cores; SOLVER-NOTES.md §7);
+    search workers (default 2: one per core of a 2-core machine, as CI has; more workers
+    than cores only compete for them);
     ``seed``; ``relative_gap``: stop a tier when within this gap; ``deterministic``: one
     worker, fixed seed, and a deterministic time limit (``deterministic_time`` units of
     CP-SAT's deterministic clock) instead of wall time, for tests;

@@ -1,11 +1,12 @@
-"""The independent plan score: DESIGN.md's objective as a flat tuple, higher is better.
+"""The independent plan score: the objective of ``docs/design.md`` as a flat tuple, higher
+is better.
 
 ``score(snapshot, plan, previous=None)`` judges any plan (CP-SAT's, a baseline's, one
 written by hand) without OR-Tools and without any placer's code; every comparison in
 gangplan — baselines, exhaustive search in tests, CP-SAT's incumbent check, the
 benchmark — goes through it. Entries, in order:
 
-1. for each priority class of the pending gangs, highest first (DESIGN.md, objective 1):
+1. for each priority class of the pending gangs, highest first (``docs/design.md``, objective 1):
 
    ``p{c}.fairness``
        minus the weighted shortfall of the class's queues of positive weight below their

@@ -45,6 +45,7 @@ class NodeState:
     """policy -> device id -> group name"""
 
     def whole_free(self) -> list[str]:
+        """The fully free GPUs, in device order."""
         return [d for d in self.gpu_order if self.gpu_milli[d] == GPU_MILLI]
 
 

@@ -1,4 +1,5 @@
-"""The independent plan verifier: every hard constraint of DESIGN.md, checked on any plan.
+"""The independent plan verifier: every hard constraint of ``docs/design.md``, checked on
+any plan.
 
 It imports only :mod:`gangplan.models` and :mod:`gangplan.topology` — no OR-Tools, no placer,
 no model builder — so a bug in the solver cannot hide itself here. One ``check_*`` per

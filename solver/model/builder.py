@@ -6,10 +6,12 @@ Overview (``solve_model``):
 2. :class:`~gangplan.solver.model.variables.Variables` and
    :class:`~gangplan.solver.model.constraints.Constraints` (the hard rules);
 3. :func:`~gangplan.solver.model.objective.build_terms` (one term per score entry);
-4. hint: the incumbent (best baseline plan) as a complete assignment of the decision
-   variables; each later tier is hinted with the previous tier's solution;
+4. hint: the incumbent (best baseline plan) as values of every decision variable
+   (:meth:`~gangplan.solver.model.variables.Variables.hint`), completed by CP-SAT into a
+   full solution; each later tier is hinted with the best solution found so far;
 5. lexicographic loop: maximise a term, fix ``term >= value``, next term;
-6. :func:`disaggregate`: counts per node, per joint group and per GPU device become pods
+6. :meth:`~gangplan.solver.model.variables.Variables.read` and :func:`disaggregate`:
+   counts per node, per joint group and per GPU device become pods
    with node and device ids. The per-device and per-group counts are exact, so this step
    cannot fail for a solution of the model; the cycle still verifies the result and returns
    the incumbent if it ever does fail.
@@ -35,16 +37,19 @@ from gangplan.solver.state import ClusterState
 __all__ = ["ModelOutcome", "disaggregate", "solve_model"]
 
 MAX_VARIABLES = 400_000
+"""Above this many variables the built model is not solved; the incumbent is returned."""
 PRESOLVE_MIN_S = 1.0
 """Tiers given less time than this are solved without CP-SAT's presolve (measured, see
 ``_params``)."""
 MIN_SLICE_S = 0.1
 """The least time a tier is given while time is left; below it, tiers are kept as they are."""
-"""Above this many variables the model is not built; the incumbent is returned."""
 
 
 @dataclass
 class ModelOutcome:
+    """What :func:`solve_model` found: the pods (None: no model solution to use), a report
+    per score entry, the model's size and notes for the cycle's result."""
+
     status: CycleStatus
     pods: list[PodPlacement] | None
     tiers: tuple[TierReport, ...] = ()
@@ -56,7 +61,8 @@ def _complete_hint(
     model: cp_model.CpModel, hint: dict[int, int], cfg: SolverConfig, seconds: float
 ) -> cp_model.CpSolver | None:
     """Fix the decision variables to the incumbent's values in a copy of the model and let
-    CP-SAT fill in every auxiliary variable: a complete, feasible hint (SOLVER-NOTES.md §7)."""
+    CP-SAT fill in every auxiliary variable: a complete, feasible hint (the CP-SAT primer,
+    d-krupke, on hints: CP-SAT may drop an incomplete or infeasible one)."""
     trial = model.clone()
     for idx, val in hint.items():
         var = trial.get_int_var_from_proto_index(idx)

@@ -50,9 +50,11 @@ class Shape:
 
     @property
     def gpu_milli(self) -> int:
+        """Milli-GPU one pod of this shape asks."""
         return self.whole * GPU_MILLI + self.share
 
     def req(self, resource: str) -> int:
+        """One pod's request of ``resource`` (base units; 0 if not asked)."""
         for r, v in self.requests:
             if r == resource:
                 return v
@@ -78,10 +80,12 @@ class Item:
 
     @property
     def gang(self) -> Gang:
+        """The item's gang (the oldest of identical single-pod gangs)."""
         return self.gangs[0]
 
     @property
     def name(self) -> str:
+        """``gang.role``, or ``gang+N`` for N more identical single-pod gangs."""
         g = self.gang
         if len(self.gangs) > 1:
             return f"{g.name}+{len(self.gangs) - 1}"
@@ -99,6 +103,7 @@ class Group:
 
     @property
     def gang(self) -> Gang:
+        """The group's gang (the oldest of identical single-pod gangs)."""
         return self.gangs[0]
 
 
@@ -113,6 +118,8 @@ class Block:
 
 @dataclass
 class Index:
+    """Everything the model counts for one cycle (module docstring), by dense index."""
+
     snapshot: Snapshot
     ctx: CycleContext
     node_names: list[str]

@@ -1,11 +1,16 @@
 """The objective: one term per entry of the score, assembled here in one visible place.
 
-The order of DESIGN.md is enforced **tier by tier** (lexicographic optimisation): the builder
-maximises one term, then adds ``term >= best value found`` and moves to the next, each with
-a share of the time limit. This is exact — a lower tier can never buy back a unit of a
-higher one, because the higher tier's value is fixed as a constraint before the lower one is
-looked at — and it keeps coefficients small (no big-M weights; SOLVER-NOTES.md §4 (a)). It
-is the classic method for lexicographic multi-objective integer programs.
+The order of ``docs/design.md`` is enforced **tier by tier** (lexicographic optimisation):
+the builder maximises one term, then adds ``term >= best value found`` and moves to the
+next, each with a share of the time limit. This is exact — a lower tier can never buy back
+a unit of a higher one, because the higher tier's value is fixed as a constraint before the
+lower one is looked at — and it keeps coefficients small (no big-M weights, which slow
+CP-SAT sharply: the CP-SAT primer, d-krupke). It is the classic method for lexicographic
+multi-objective integer programs.
+
+Terms read the variables of :class:`~gangplan.solver.model.variables.Variables` and add
+the constraints that define the auxiliary ones they use (a dominant share as a max, a
+shortfall, pods kept as a min, partly used nodes and leaves).
 
 Each term is ``expr + const`` with ``expr`` a linear expression over model variables and the
 value equal to the score's entry of the same name (:mod:`gangplan.solver.score`) for the
@@ -35,7 +40,6 @@ from gangplan.solver.fairness import FairShares
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Variables
 from gangplan.solver.score import score_names
-from gangplan.topology import NODE_LEVEL
 
 __all__ = ["ObjectiveTerm", "build_terms"]
 
@@ -183,7 +187,6 @@ def _locality(
             modelled=modelled,
             upper=0,
         )
-    _ = NODE_LEVEL
 
 
 def _fragmentation(
