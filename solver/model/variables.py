@@ -338,7 +338,9 @@ class Variables:
     def uses_levels(self, owner: Owner) -> tuple[str, ...]:
         """The levels, top down, at which ``owner`` has ``uses`` variables: every modelled
         level for a multi-pod gang; for a role item of more than one pod with its own
-        required or preferred level, the levels down to the lowest of those; else none."""
+        required or preferred level, the levels down to the lowest of those; else none
+        (a role of one pod, or the item of identical single-pod gangs, whose pods are each
+        alone and so always inside one domain)."""
         ix = self.ix
         kind, oid = owner
         if kind == "g":
@@ -346,7 +348,7 @@ class Variables:
         item = ix.items[oid]
         tc = item.role.topology
         wanted = [x for x in (tc.required, tc.preferred) if x] if tc else []
-        if not wanted or item.count <= 1:
+        if not wanted or item.count <= 1 or not ix.groups[item.group].multi:
             return ()
         lows = [ix.levels.index(y) for y in ix.levels if y in wanted]
         if not lows:

@@ -155,3 +155,41 @@ def test_a_node_left_with_a_running_share_stays_partly_used_in_the_model() -> No
     # the model's own value of the entry is the plan's (the tier report keeps the bound)
     frag = next(t for t in result.plan.summary.tiers if t.name == "fragmentation.gpu_nodes")
     assert frag.bound == -1
+
+
+def test_identical_one_pod_gangs_with_a_role_level_are_not_held_to_one_domain() -> None:
+    """Regression: identical single-pod gangs are counted as one item, and their role's own
+    required leaf was applied to the item, as if all of them had to share one leaf. n1 (leaf
+    l1) and n2 (leaf l2) have 1 GPU each; g0 and g1 ask 1 GPU each, role required leaf: each
+    pod alone is inside one leaf, so both are placed (2 pods, 2000 milli-GPU), and the model
+    proves it, with no bound below the plan's value."""
+    s = _snapshot(
+        levels=[{"name": "leaf"}],
+        nodes=[
+            {"name": "n1", "domains": {"leaf": "l1"}, "allocatable": {GPU: 1}},
+            {"name": "n2", "domains": {"leaf": "l2"}, "allocatable": {GPU: 1}},
+        ],
+        queues=[{"name": "q"}],
+        gangs=[
+            {
+                "name": f"g{i}",
+                "queue": "q",
+                "creation_time": i,
+                "roles": [
+                    {
+                        "name": "w",
+                        "count": 1,
+                        "requests": {GPU: 1},
+                        "topology": {"required": "leaf"},
+                    }
+                ],
+            }
+            for i in range(2)
+        ],
+    )
+    result = solve_cycle(s, None, DET)
+    assert verify(s, result.plan) == []
+    assert result.status is CycleStatus.OPTIMAL, result.notes
+    assert result.score["p0.pods"] == 2
+    tiers = {t.name: t for t in result.plan.summary.tiers}
+    assert tiers["p0.gpu_milli"].value == tiers["p0.gpu_milli"].bound == 2000

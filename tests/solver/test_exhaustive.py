@@ -4,9 +4,9 @@ The enumerator below shares no code with any placer: it lists every count of pod
 and node, names the pods so that as many as possible stay on their node of the previous
 plan, gives devices by brute force, keeps the plans the independent verifier accepts, and
 takes the best by the independent score. On such instances (at most 4 nodes, 3 gangs, 6
-pods in all, and half of the time a random previous plan), CP-SAT in deterministic mode
-must reach exactly that best score, and never fall below a baseline; every placer's plan
-must pass the verifier.
+pods in all, roles with their own levels, and half of the time a random previous plan),
+CP-SAT in deterministic mode must reach exactly that best score, and never fall below a
+baseline; every placer's plan must pass the verifier.
 """
 
 from __future__ import annotations
@@ -85,7 +85,15 @@ def tiny_instances(draw: st.DrawFn) -> dict[str, Any]:
                 req["nvidia.com/gpu"] = gpu
             if gpu in (1, 2) and draw(st.integers(0, 3)) == 0:
                 req["rdma/hca"] = gpu
-            roles.append({"name": f"r{r}", "count": count, "requests": req})
+            role: dict[str, Any] = {"name": f"r{r}", "count": count, "requests": req}
+            if draw(st.integers(0, 3)) == 0:  # a role's own required or preferred level
+                kind = draw(st.sampled_from(["required", "preferred"]))
+                role["topology"] = {
+                    kind: draw(
+                        st.sampled_from(["leaf", "node"] + (["spine"] if two_levels else []))
+                    )
+                }
+            roles.append(role)
         size = sum(r["count"] for r in roles)
         gang: dict[str, Any] = {
             "name": f"g{k}",
@@ -325,6 +333,12 @@ def test_cpsat_equals_exhaustive_best_and_beats_baselines(data: dict[str, Any]) 
     assert result.score == best, (
         f"cpsat {result.score}\nbest  {best}\nstatus {result.status} {result.notes}"
     )
+    # a tier's bound is what CP-SAT proved no plan can pass (the tiers above at their best):
+    # never below the best plan's value
+    assert result.plan.summary is not None
+    for tier in result.plan.summary.tiers:
+        if tier.bound is not None:
+            assert tier.bound >= best[tier.name], (tier, best)
     for name in BASELINES:
         base = run_baseline(s, name, previous)
         assert verify(s, base.plan) == [], name
