@@ -45,7 +45,7 @@ def _finish(
     reason_budget: float = 0.0,
     exact_check: ExactCheck | None = None,
 ) -> tuple[Plan, Score]:
-    placed = {f"{p.namespace}/{p.gang}" for p in pods}
+    placed = {p.gang_key for p in pods}
     pending = [g for g in ctx.snapshot.gangs if g.key not in placed]
     reasons = explain_pending(ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget)
     plan = assemble_plan(ctx.snapshot, pods, reasons)

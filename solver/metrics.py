@@ -271,7 +271,7 @@ def plan_metrics(
     gangs = snapshot.gang_by_key
     by_gang: dict[str, list[tuple[Role, str]]] = defaultdict(list)
     for p in plan.pods:
-        g = gangs.get(f"{p.namespace}/{p.gang}")
+        g = gangs.get(p.gang_key)
         if g is None or p.node not in snapshot.node_by_name:
             continue
         role = next((r for r in g.roles if r.name == p.role), None)
@@ -470,7 +470,7 @@ def _gpu_taken(snapshot: Snapshot, plan: Plan) -> dict[str, int]:
     }
     gangs = snapshot.gang_by_key
     for p in plan.pods:
-        g = gangs.get(f"{p.namespace}/{p.gang}")
+        g = gangs.get(p.gang_key)
         if g is None or p.node not in taken:
             continue
         role = next((r for r in g.roles if r.name == p.role), None)
@@ -498,7 +498,7 @@ def _whole_free_after(snapshot: Snapshot, plan: Plan) -> dict[str, int]:
     free = {n.name: dict(snapshot.free(n.name).gpu_milli) for n in snapshot.nodes}
     gangs = snapshot.gang_by_key
     for p in plan.pods:
-        g = gangs.get(f"{p.namespace}/{p.gang}")
+        g = gangs.get(p.gang_key)
         devs = free.get(p.node)
         role = None if g is None else next((r for r in g.roles if r.name == p.role), None)
         if role is None or devs is None:

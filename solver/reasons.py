@@ -344,7 +344,7 @@ def _after_plan(ctx: CycleContext, placed: list[PodPlacement]) -> _AfterPlan:
     keys: set[str] = set()
     on_node: dict[str, set[str]] = defaultdict(set)
     for p in placed:
-        g = gangs[f"{p.namespace}/{p.gang}"]
+        g = gangs[p.gang_key]
         req = g.role(p.role).requests
         use[g.queue].update(req)
         taken += req.get(s.gpu, 0)

@@ -81,7 +81,7 @@ def assemble_plan(
     """A plan with one outcome per gang (snapshot order) from its placed pods and reasons."""
     by_gang: dict[str, list[PodPlacement]] = {}
     for p in pods:
-        by_gang.setdefault(f"{p.namespace}/{p.gang}", []).append(p)
+        by_gang.setdefault(p.gang_key, []).append(p)
     outcomes = []
     for gang in snapshot.gangs:
         placed = by_gang.get(gang.key, [])

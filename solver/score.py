@@ -120,7 +120,7 @@ def score(
     gangs = snapshot.gang_by_key
     pods_by_gang: dict[str, list[tuple[str, str]]] = defaultdict(list)  # key -> (role, node)
     for p in plan.pods:
-        key = f"{p.namespace}/{p.gang}"
+        key = p.gang_key
         gang = gangs.get(key)
         if gang is None or p.node not in snapshot.node_by_name:
             continue
@@ -222,7 +222,7 @@ def _gpu_taken(snapshot: Snapshot, plan: Plan) -> dict[str, int]:
         taken[node.name] = sum(GPU_MILLI - m for m in free.gpu_milli.values())
     gangs = snapshot.gang_by_key
     for p in plan.pods:
-        gang = gangs.get(f"{p.namespace}/{p.gang}")
+        gang = gangs.get(p.gang_key)
         if gang is None or p.node not in taken:
             continue
         try:

@@ -47,7 +47,7 @@ def verify(snapshot: Snapshot, plan: Plan, *, topology: Topology | None = None) 
     gangs = snapshot.gang_by_key
     pods: list[tuple[PodPlacement, Gang, Role]] = []
     for p in plan.pods:
-        gang = gangs.get(f"{p.namespace}/{p.gang}")
+        gang = gangs.get(p.gang_key)
         if gang is None:
             continue
         role = next((r for r in gang.roles if r.name == p.role), None)
@@ -69,7 +69,7 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
     gangs = s.gang_by_key
     pod_names: dict[tuple[str, str], dict[str, None]] = {}  # ordered sets, per role
     for p in plan.pods:
-        gang = gangs.get(f"{p.namespace}/{p.gang}")
+        gang = gangs.get(p.gang_key)
         if gang is None:
             yield Violation(
                 "references", f"pod {p.pod!r} names unknown gang {p.namespace}/{p.gang}"
@@ -106,8 +106,8 @@ def check_references(ctx: _Ctx) -> Iterator[Violation]:
     for key in gangs:
         if key not in outcomes:
             yield Violation("references", f"gang {key} has no outcome in the plan")
-    placed = Counter(f"{p.namespace}/{p.gang}" for p in plan.pods)
-    per_role = Counter((f"{p.namespace}/{p.gang}", p.role) for p in plan.pods)
+    placed = Counter(p.gang_key for p in plan.pods)
+    per_role = Counter((p.gang_key, p.role) for p in plan.pods)
     for o in plan.gangs:
         if o.placed != placed.get(o.key, 0):
             yield Violation(

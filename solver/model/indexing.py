@@ -177,8 +177,8 @@ def build_index(
     prev_gangs: set[str] = set()
     if previous is not None:
         for p in previous.pods:
-            prev_nodes[(f"{p.namespace}/{p.gang}", p.role)].append(p.node)
-            prev_gangs.add(f"{p.namespace}/{p.gang}")
+            prev_nodes[(p.gang_key, p.role)].append(p.node)
+            prev_gangs.add(p.gang_key)
 
     shapes: dict[tuple[object, ...], Shape] = {}
     cap_cache: dict[tuple[object, ...], dict[int, int]] = {}
@@ -377,7 +377,7 @@ def _prune(
     used: dict[int, set[int]] = defaultdict(set)
     owner = {(g.key, it.role.name): it.id for it in items for g in it.gangs}
     for p in incumbent:
-        i = owner.get((f"{p.namespace}/{p.gang}", p.role))
+        i = owner.get((p.gang_key, p.role))
         if i is not None and p.node in nidx:
             used[i].add(nidx[p.node])
     share = max(4, max_pairs // max(1, len(items)))

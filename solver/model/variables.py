@@ -502,7 +502,7 @@ class _HintRules:
         state = ix.state
         assert state is not None
         for p in pods:
-            i = item_of.get((f"{p.namespace}/{p.gang}", p.role))
+            i = item_of.get((p.gang_key, p.role))
             n = nidx.get(p.node)
             if i is None or n is None:
                 continue
