@@ -93,12 +93,15 @@ def topology_fit_node(state: ClusterState, gang: Gang, role: Role) -> str | None
     """Kueue BestFit for one pod: the candidate node with the least room for pods of
     ``role`` (counted up to :data:`ROOM_LIMIT`) that still holds one, ties by name; None
     if none holds it."""
+    classes = state.classes(state.candidates(gang, role))
+    rooms = state.capacities(gang, role, [alike[0] for alike in classes], ROOM_LIMIT)
     best: tuple[int, str] | None = None
-    for alike in state.classes(state.candidates(gang, role)):
+    for alike, room in zip(classes, rooms, strict=True):
         # interchangeable nodes have the same room; the smallest name breaks ties
-        room = state.pod_capacity(gang, role, alike[0], ROOM_LIMIT)
-        if room >= 1 and (best is None or (room, min(alike)) < best):
-            best = (room, min(alike))
+        if room >= 1 and (best is None or room <= best[0]):
+            key = (room, min(alike))
+            if best is None or key < best:
+                best = key
     return None if best is None else best[1]
 
 

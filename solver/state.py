@@ -306,6 +306,25 @@ class ClusterState:
         self._cap_cache[key] = (version, value)
         return value
 
+    def capacities(self, gang: Gang, role: Role, nodes: Iterable[str], limit: int) -> list[int]:
+        """:meth:`pod_capacity` of each node of ``nodes`` (up to ``limit``), in their order,
+        with the lookups hoisted out of the loop."""
+        shape = self._shape_key(gang, role)
+        cache = self._cap_cache
+        versions = self._version
+        out = []
+        for node in nodes:
+            key = (node, shape, limit)
+            hit = cache.get(key)
+            version = versions.get(node, 0)
+            if hit is not None and hit[0] == version:
+                out.append(hit[1])
+            else:
+                value = self._pod_capacity(gang, role, node, limit)
+                cache[key] = (version, value)
+                out.append(value)
+        return out
+
     def fits(self, gang: Gang, role: Role, node: str) -> bool:
         """Does one more pod of ``role`` fit on ``node`` now?"""
         return self.pod_capacity(gang, role, node, 1) >= 1
