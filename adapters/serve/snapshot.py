@@ -64,6 +64,7 @@ from gangplan.models import (
     PodPlacement,
     RunningPod,
     Snapshot,
+    gang_key,
 )
 
 __all__ = ["ANN_PLAN", "GATE", "Built", "LiveSnapshot", "PodRef", "Selection", "pod_ref"]
@@ -660,7 +661,7 @@ class LiveSnapshot:
         counts: dict[str, int] = {}
         for p in self._pods.values():
             if p.info is not None and p.info.group is not None and p.state != "other":
-                k = f"{p.info.namespace}/{p.info.group.name}"
+                k = gang_key(p.info.namespace, p.info.group.name)
                 counts[k] = counts.get(k, 0) + 1
         return [k for k, need in waiting.items() if counts.get(k, 0) >= need]
 

@@ -456,7 +456,7 @@ class Simulation:
                 )
         by_gang: dict[str, list[PodPlacement]] = {}
         for p in plan.pods:
-            by_gang.setdefault(f"{p.namespace}/{p.gang}", []).append(p)
+            by_gang.setdefault(p.gang_key, []).append(p)
         admitted = 0
         for outcome in plan.gangs:
             key = outcome.key
