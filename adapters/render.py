@@ -1,18 +1,36 @@
-"""Human views of a plan: the rich table of ``gangplan solve`` and its summary numbers."""
+"""Human views of a plan: what ``gangplan solve`` prints, and its summary numbers.
+
+The view fits the console's width (80 columns when the output is not a terminal, or
+``$COLUMNS``): short columns per gang, a pending gang's reason on the lines under its row,
+word-wrapped across the width, and names never broken (a name longer than the width runs
+past it rather than being split). Every string — names from the instance, reasons, notes —
+is printed as text, never as rich markup or emoji codes (``"[bold]x"`` prints as it is).
+
+At scale it stays short: pending gangs and admitted multi-pod gangs, :data:`ROW_CAP` rows
+each, then ``... N more; --all to list``; admitted single-pod gangs are counted, not
+listed, once there are more gangs than :data:`ROW_CAP`. ``show_all`` lists everything.
+"""
 
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
-from gangplan.models import GPU_MILLI, Plan, Snapshot
+from gangplan.models import GPU_MILLI, Gang, GangOutcome, Plan, PlanSummary, PodPlacement, Snapshot
 from gangplan.solver.fairness import fair_shares
 from gangplan.topology import Topology, build_topology
 
-__all__ = ["PlanStats", "plan_stats", "render_plan"]
+__all__ = ["ROW_CAP", "PlanStats", "plan_lines", "plan_stats", "render_plan", "status_line"]
+
+ROW_CAP = 50
+"""Rows listed per section (pending gangs, admitted gangs, queues) unless ``show_all``."""
+
+_REASON_INDENT = 4
 
 
 @dataclass
@@ -29,30 +47,41 @@ class PlanStats:
     """(queue, running GPUs, placed GPUs, dominant share %, fair targets % per class)"""
 
 
-def _leaves(topo: Topology, nodes: list[str]) -> int:
+def _leaves(topo: Topology, nodes: Iterable[str]) -> int:
     leaf = topo.leaf_level
     if leaf is None:
         return 1
     return len({topo.domain_of(n, leaf) or ("alone", n) for n in nodes})
 
 
-def plan_stats(snapshot: Snapshot, plan: Plan, topo: Topology | None = None) -> PlanStats:
-    """Summary numbers of ``plan`` (see :class:`PlanStats`)."""
+def _pods_by_gang(plan: Plan) -> dict[str, list[PodPlacement]]:
+    """The plan's pods by gang key, in plan order (one pass, not one scan per gang)."""
+    out: dict[str, list[PodPlacement]] = defaultdict(list)
+    for p in plan.pods:
+        out[p.gang_key].append(p)
+    return out
+
+
+def plan_stats(
+    snapshot: Snapshot,
+    plan: Plan,
+    topo: Topology | None = None,
+    pods: dict[str, list[PodPlacement]] | None = None,
+) -> PlanStats:
+    """Summary numbers of ``plan`` (see :class:`PlanStats`); ``pods``: the plan's pods by
+    gang key, when the caller has them."""
     topo = topo or build_topology(snapshot)
+    by_gang = _pods_by_gang(plan) if pods is None else pods
     gpu = snapshot.gpu
     gangs = snapshot.gang_by_key
     placed = 0
     for p in plan.pods:
-        g = gangs.get(f"{p.namespace}/{p.gang}")
+        g = gangs.get(p.gang_key)
         if g is not None:
             placed += g.role(p.role).requests.get(gpu, 0)
     requested = sum(r.requests.get(gpu, 0) * r.count for g in snapshot.gangs for r in g.roles)
     free = sum(sum(snapshot.free(n.name).gpu_milli.values()) for n in snapshot.nodes)
-    spans = []
-    for o in plan.gangs:
-        pods = plan.pods_of(o.key)
-        if len(pods) > 1:
-            spans.append(_leaves(topo, [p.node for p in pods]))
+    spans = [_leaves(topo, [p.node for p in ps]) for ps in by_gang.values() if len(ps) > 1]
     fs = fair_shares(snapshot)
     running: dict[str, int] = defaultdict(int)
     for rp in snapshot.running:
@@ -61,7 +90,7 @@ def plan_stats(snapshot: Snapshot, plan: Plan, topo: Topology | None = None) -> 
     placed_q: dict[str, int] = defaultdict(int)
     added: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for p in plan.pods:
-        g = gangs.get(f"{p.namespace}/{p.gang}")
+        g = gangs.get(p.gang_key)
         if g is None:
             continue
         req = g.role(p.role).requests
@@ -71,7 +100,7 @@ def plan_stats(snapshot: Snapshot, plan: Plan, topo: Topology | None = None) -> 
     queues = []
     for q in snapshot.queues:
         targets = ", ".join(
-            f"{fs.targets[c][q.name].target / 10_000:.1f} (p{c})"
+            f"{fs.targets[c][q.name].target / 10_000:.1f}% (p{c})"
             for c in fs.classes
             if q.name in fs.targets.get(c, {})
         )
@@ -95,74 +124,250 @@ def plan_stats(snapshot: Snapshot, plan: Plan, topo: Topology | None = None) -> 
     )
 
 
-def render_plan(snapshot: Snapshot, plan: Plan, console: Console) -> None:
-    """Print the per-gang table and the summary of ``gangplan solve``."""
-    topo = build_topology(snapshot)
+# --------------------------------------------------------------------------- text layout
+
+
+def _wrap(text: str, width: int, indent: int = 0, hanging: int | None = None) -> list[str]:
+    """``text`` word-wrapped to ``width`` columns, first line indented ``indent``, the rest
+    ``hanging`` (default: ``indent``); words are never broken (a longer word runs past)."""
+    first = " " * indent
+    rest = " " * (indent if hanging is None else hanging)
+    return textwrap.wrap(
+        text,
+        width=max(width, len(first) + 20),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+
+
+def _columns(
+    header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int], width: int = 0
+) -> list[list[str]]:
+    """Rows aligned in columns two spaces apart, each as wide as its widest cell; columns in
+    ``right`` right-aligned. Nothing is cut; a last cell that would pass ``width`` (when
+    given) is word-wrapped under its own column. One list of lines per row, the header's
+    first."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    start = sum(w + 2 for w in widths[:-1]) + 2  # the rows are printed indented by 2
+
+    def lines(cells: Sequence[str]) -> list[str]:
+        parts = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells[:-1], widths, strict=False))
+        ]
+        head = "  ".join(parts)
+        last = cells[-1].rjust(widths[-1]) if len(cells) - 1 in right else cells[-1]
+        if width and start + len(last) > width and start + 20 <= width:
+            wrapped = _wrap(last, width - start)
+            return [f"{head}  {wrapped[0]}", *(" " * (start - 2) + t for t in wrapped[1:])]
+        return [f"{head}  {last}".rstrip()]
+
+    return [lines(header), *(lines(r) for r in rows)]
+
+
+def _name(gang: Gang) -> str:
+    return gang.name if gang.namespace == "default" else gang.key
+
+
+def _more(hidden: int, what: str) -> str:
+    return f"... {hidden:,} more {what}; --all to list"
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One printed line and the style of the whole line (``""``: plain)."""
+
+    text: str
+    style: str = ""
+
+
+def _pending_section(
+    snapshot: Snapshot, pending: list[GangOutcome], width: int, show_all: bool
+) -> list[_Line]:
     gangs = snapshot.gang_by_key
-    table = Table(title="gangs", show_lines=False, expand=False)
-    for col in ("gang", "queue", "prio", "status", "pods", "GPUs", "nodes", "leaves", "reason"):
-        table.add_column(col, overflow="fold")
-    for o in plan.gangs:
+    shown = pending if show_all else pending[:ROW_CAP]
+    header = ("gang", "queue", "prio", "pods", "GPUs asked", "why pending")
+    rows = []
+    for o in shown:
         g = gangs[o.key]
-        pods = plan.pods_of(o.key)
-        size = g.size
-        gpus = sum(g.role(p.role).requests.get(snapshot.gpu, 0) for p in pods) / GPU_MILLI
-        nodes = len({p.node for p in pods})
-        status = (
-            "[green]admitted[/]"
-            if o.admitted
-            else f"[yellow]{o.reason.kind.replace('_', ' ') if o.reason else 'pending'}[/]"
+        gpus = sum(r.requests.get(snapshot.gpu, 0) * r.count for r in g.roles) / GPU_MILLI
+        kind = o.reason.kind.replace("_", " ") if o.reason else "pending"
+        rows.append((_name(g), g.queue, str(g.priority), f"0/{g.size}", f"{gpus:g}", kind))
+    head, *body = _columns(header, rows, right={2, 3, 4})
+    out = [_Line(f"pending gangs: {len(pending):,}", "bold"), _Line("  " + head[0], "dim")]
+    for o, row in zip(shown, body, strict=True):
+        out += [_Line("  " + t, "yellow") for t in row]
+        message = o.reason.message if o.reason else "no reason given"
+        out += [_Line(t) for t in _wrap(message, width, _REASON_INDENT + 2)]
+    if len(pending) > len(shown):
+        out.append(_Line("  " + _more(len(pending) - len(shown), "pending gangs")))
+    return out
+
+
+def _admitted_section(
+    snapshot: Snapshot,
+    admitted: list[GangOutcome],
+    pods: dict[str, list[PodPlacement]],
+    topo: Topology,
+    show_all: bool,
+    many: bool,
+) -> list[_Line]:
+    gangs = snapshot.gang_by_key
+    listed = admitted if show_all or not many else [o for o in admitted if o.placed > 1]
+    singles = len(admitted) - len(listed)
+    shown = listed if show_all else listed[:ROW_CAP]
+    header = ("gang", "queue", "prio", "pods", "GPUs", "nodes", "leaves")
+    rows = []
+    for o in shown:
+        g = gangs[o.key]
+        ps = pods.get(o.key, [])
+        gpus = sum(g.role(p.role).requests.get(snapshot.gpu, 0) for p in ps) / GPU_MILLI
+        nodes = {p.node for p in ps}
+        rows.append(
+            (
+                _name(g),
+                g.queue,
+                str(g.priority),
+                f"{len(ps)}/{g.size}",
+                f"{gpus:g}",
+                str(len(nodes)),
+                str(_leaves(topo, nodes)),
+            )
         )
-        table.add_row(
-            g.name if g.namespace == "default" else g.key,
-            g.queue,
-            str(g.priority),
-            status,
-            f"{len(pods)}/{size}",
-            f"{gpus:g}",
-            str(nodes) if pods else "",
-            str(_leaves(topo, [p.node for p in pods])) if pods else "",
-            "" if o.admitted or o.reason is None else o.reason.message,
+    out = [_Line(f"admitted gangs: {len(admitted):,}", "bold")]
+    if rows:
+        head, *body = _columns(header, rows, right={2, 3, 4, 5, 6})
+        out.append(_Line("  " + head[0], "dim"))
+        out += [_Line("  " + t, "green") for row in body for t in row]
+    if len(listed) > len(shown):
+        out.append(_Line("  " + _more(len(listed) - len(shown), "admitted gangs")))
+    if singles:
+        out.append(_Line(f"  {singles:,} admitted single-pod gangs not listed; --all to list them"))
+    return out
+
+
+def _queue_section(st: PlanStats, width: int, show_all: bool) -> list[_Line]:
+    shown = st.queues if show_all else st.queues[:ROW_CAP]
+    header = ("queue", "running GPUs", "placed GPUs", "dominant share", "fair target (class)")
+    rows = [
+        (name, f"{run:g}", f"{placed:g}", f"{share:.1f}%", target)
+        for name, run, placed, share, target in shown
+    ]
+    head, *body = _columns(header, rows, right={1, 2, 3}, width=width)
+    out = [
+        _Line("queues: dominant share after the plan, and fair target per priority class", "bold"),
+        _Line("  " + head[0], "dim"),
+        *(_Line("  " + t) for row in body for t in row),
+    ]
+    if len(st.queues) > len(shown):
+        out.append(_Line("  " + _more(len(st.queues) - len(shown), "queues")))
+    return out
+
+
+_NOT_OPTIMISED = ("not optimised", "constant", "derived (not in the model)")
+
+
+def status_line(
+    summary: PlanSummary, time_limit_s: float | None = None, *, placed: int | None = None
+) -> str:
+    """How the plan was found, in words that cannot contradict each other.
+
+    A baseline says so (no optimisation, no bounds). CP-SAT's ``optimal`` says every score
+    entry it optimised was proven optimal, or that there was nothing to optimise (no gang
+    could be placed, when ``placed``, the plan's pod count, is 0); ``feasible`` counts the
+    entries not proven optimal within the time limit and names them; ``incumbent`` and
+    ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: CP-SAT's
+    budget, when known.
+    """
+    s = summary
+    took = f"{s.wall_time_s:.2f} s"
+    within = f" in {time_limit_s:g} s" if time_limit_s is not None else " in its time limit"
+    optimised = [t for t in s.tiers if t.status not in _NOT_OPTIMISED]
+    if s.status == "baseline":
+        return f"placer {s.placer}: a baseline (no optimisation, no bounds); {took}"
+    if s.status == "optimal" and not optimised:
+        why = "no gang could be placed, so " if placed == 0 else ""
+        return f"placer {s.placer}: status optimal — {why}there was nothing to optimise; {took}"
+    if s.status == "optimal":
+        return (
+            f"placer {s.placer}: status optimal — all {len(optimised)} score entries it "
+            f"optimised proven optimal; {took}"
         )
-    console.print(table)
-    st = plan_stats(snapshot, plan, topo)
-    q = Table(title="queues: dominant share after the plan vs fair target per priority class")
-    for col in (
-        "queue",
-        "running GPUs",
-        "placed GPUs",
-        "dominant share %",
-        "fair target % (class)",
-    ):
-        q.add_column(col, justify="right" if col != "queue" else "left")
-    for name, run, placed, share, target in st.queues:
-        q.add_row(name, f"{run:g}", f"{placed:g}", f"{share:.1f}", target)
-    console.print(q)
-    s = plan.summary
+    if s.status == "feasible":
+        open_tiers = [t.name for t in optimised if t.status != "optimal"]
+        thr = [t.gap for t in s.tiers if t.gap is not None and t.name.endswith(".gpu_milli")]
+        gap = f"; throughput gap {max(thr):.2%}" if thr else ""
+        return (
+            f"placer {s.placer}: status feasible — {len(open_tiers)} of {len(optimised)} "
+            f"score entries not proven optimal{within} ({', '.join(open_tiers)}){gap}; {took}"
+        )
+    base = s.placer.partition("(incumbent: ")[2].rstrip(")") or "baseline"
+    if s.status == "incumbent":
+        return (
+            f"placer {s.placer}: status incumbent — CP-SAT found no plan better than the "
+            f"{base} plan{within}, which is returned; {took}"
+        )
+    if s.status == "fallback":
+        return (
+            f"placer {s.placer}: status fallback — CP-SAT's solution could not be made a "
+            f"valid plan (see the notes); the {base} plan is returned; {took}"
+        )
+    return f"placer {s.placer}: status {s.status}; {took}"
+
+
+def plan_lines(
+    snapshot: Snapshot,
+    plan: Plan,
+    width: int = 80,
+    *,
+    show_all: bool = False,
+    time_limit_s: float | None = None,
+) -> list[tuple[str, str]]:
+    """What :func:`render_plan` prints, as ``(text, style)`` lines (see the module
+    docstring); ``style`` is a rich style name or ``""``."""
+    topo = build_topology(snapshot)
+    pods = _pods_by_gang(plan)
+    pending = [o for o in plan.gangs if not o.admitted]
+    admitted = [o for o in plan.gangs if o.admitted]
+    many = len(plan.gangs) > ROW_CAP
+    out: list[_Line] = []
+    if pending:
+        out += _pending_section(snapshot, pending, width, show_all)
+        out.append(_Line(""))
+    out += _admitted_section(snapshot, admitted, pods, topo, show_all, many)
+    out.append(_Line(""))
+    st = plan_stats(snapshot, plan, topo, pods)
+    out += _queue_section(st, width, show_all)
+    out.append(_Line(""))
     spread = "-" if st.mean_leaves_multi is None else f"{st.mean_leaves_multi:.2f}"
-    console.print(
-        f"GPUs placed {st.gpus_placed:g} / requested {st.gpus_requested:g} / free "
-        f"{st.gpus_free:g}; "
-        f"gangs admitted {st.gangs_admitted}/{st.gangs_total}; mean leaves spanned by multi-pod "
-        f"gangs {spread}"
+    summary = (
+        f"gangs admitted {st.gangs_admitted:,} of {st.gangs_total:,}; GPUs placed "
+        f"{st.gpus_placed:g} of {st.gpus_requested:g} asked ({st.gpus_free:g} free before "
+        f"the plan); mean leaves spanned by multi-pod gangs {spread}"
     )
+    out += [_Line(t) for t in _wrap(summary, width)]
+    s = plan.summary
     if s is not None:
-        if all(t.status == "not optimised" for t in s.tiers):
-            # a baseline placer: nothing was optimised, so nothing is proven either
-            console.print(
-                f"placer {s.placer} (a baseline: no optimisation, no bounds); "
-                f"status {s.status}; {s.wall_time_s:.2f} s"
-            )
-        else:
-            thr = [t.gap for t in s.tiers if t.gap is not None and t.name.endswith(".gpu_milli")]
-            open_tiers = [
-                t.name for t in s.tiers if t.status not in ("optimal", "constant", "not optimised")
-            ]
-            gap = "-" if not thr else f"{max(thr):.2%}"
-            console.print(
-                f"placer {s.placer}; status {s.status}; throughput gap {gap}; "
-                f"tiers not proven optimal: {', '.join(open_tiers) or 'none'}; "
-                f"{s.wall_time_s:.2f} s"
-            )
+        status = status_line(s, time_limit_s, placed=len(plan.pods))
+        out += [_Line(t) for t in _wrap(status, width, 0, 2)]
         for note in s.notes:
-            console.print(f"note: {note}")
+            out += [_Line(t) for t in _wrap(f"note: {note}", width, 0, 2)]
+    return [(line.text, line.style) for line in out]
+
+
+def render_plan(
+    snapshot: Snapshot,
+    plan: Plan,
+    console: Console,
+    *,
+    show_all: bool = False,
+    time_limit_s: float | None = None,
+) -> None:
+    """Print the view of :func:`plan_lines` at ``console``'s width. Every line is a rich
+    :class:`~rich.text.Text` (never markup), printed without rich's own wrapping."""
+    for text, style in plan_lines(
+        snapshot, plan, console.width, show_all=show_all, time_limit_s=time_limit_s
+    ):
+        console.print(Text(text, style=style), soft_wrap=True)

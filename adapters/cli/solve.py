@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from gangplan.adapters.cli.common import (
     OUTPUT,
@@ -109,6 +110,13 @@ def schema(output: Path | None) -> None:
     show_default=True,
     help="what to print",
 )
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="table: list every gang and queue (default: at most 50 rows per section, and no "
+    "admitted single-pod gangs once there are more than 50 gangs)",
+)
 @user_errors()
 def solve(
     instance: Path | None,
@@ -120,11 +128,12 @@ def solve(
     previous: Path | None,
     output: Path | None,
     fmt: str,
+    show_all: bool,
 ) -> None:
     """Plan one scheduling cycle for INSTANCE (default: the embedded default instance)."""
     from gangplan.adapters.files import dump_data, plan_data, write_plan
     from gangplan.adapters.kube.bindings import bindings_document, dump_bindings
-    from gangplan.adapters.render import render_plan
+    from gangplan.adapters.render import plan_lines
     from gangplan.solver.cycle import run_baseline, solve_cycle
     from gangplan.solver.result import SolverConfig
 
@@ -138,18 +147,35 @@ def solve(
         result = solve_cycle(snapshot, prev, cfg)
     else:
         result = run_baseline(snapshot, placer, prev)
+    # everything that is printed is made before the plan is written, so that nothing can
+    # fail after -o has replaced a file
+    console = Console(
+        highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 80
+    )
+    lines: list[tuple[str, str]] = []
+    text = ""
+    if fmt == "table":
+        lines = plan_lines(
+            snapshot,
+            result.plan,
+            console.width,
+            show_all=show_all,
+            time_limit_s=time_limit if placer == "cpsat" else None,
+        )
+    elif fmt == "bindings":
+        # one YAML document per API body, in call order (kubectl and yaml tools read it)
+        text = dump_bindings(bindings_document(snapshot, result.plan))
+    else:
+        text = dump_data(plan_data(result.plan), fmt)
     if output is not None:
         write_plan(result.plan, output)
     if fmt == "table":
-        console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-        render_plan(snapshot, result.plan, console)
+        for line, style in lines:
+            console.print(Text(line, style=style), soft_wrap=True)
         if output is not None:
             click.echo(f"plan written to {output}")
-    elif fmt == "bindings":
-        # one YAML document per API body, in call order (kubectl and yaml tools read it)
-        click.echo(dump_bindings(bindings_document(snapshot, result.plan)), nl=False)
     else:
-        click.echo(dump_data(plan_data(result.plan), fmt), nl=False)
+        click.echo(text, nl=False)
 
 
 @main.command()

@@ -1,0 +1,306 @@
+"""What ``gangplan solve`` prints: a view that fits 80 columns, names never broken, reasons
+wrapped across the width, capped at scale, a status line that cannot contradict itself, and
+every string printed as text (never rich markup).
+
+Plans here are written by hand (not by a placer), so each expected line follows from the
+plan itself; every plan passes the verifier.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from gangplan.adapters.cli import main
+from gangplan.adapters.render import ROW_CAP, plan_lines, render_plan, status_line
+from gangplan.models import (
+    GangOutcome,
+    PendingReason,
+    Plan,
+    PlanSummary,
+    PodPlacement,
+    Snapshot,
+    TierReport,
+)
+from gangplan.solver.verify import verify
+
+GPU = "nvidia.com/gpu"
+
+
+def gang(name: str, queue: str = "qa", count: int = 1, gpus: int = 1, **extra: Any) -> dict:
+    """A one-role gang (role ``w``) of ``count`` pods of ``gpus`` GPUs each."""
+    role = {"name": "w", "count": count, "requests": {GPU: gpus} if gpus else {}}
+    role.update(extra.pop("role", {}))
+    return {"name": name, "queue": queue, "roles": [role], **extra}
+
+
+def gpu_node(name: str, gpus: int = 4) -> dict:
+    return {"name": name, "allocatable": {GPU: gpus, "cpu": 8}}
+
+
+LONG_NAME = "a-rather-long-gang-name-0001"
+LONG = (
+    "needs 4 pods (4 x 8 GPUs; 32 GPUs at full size) inside one leaf; the largest free "
+    "leaf (spine-0/leaf-2) holds 3 of them (running pods hold the rest)"
+)
+
+
+def _text(lines: list[tuple[str, str]]) -> list[str]:
+    return [t for t, _ in lines]
+
+
+@pytest.fixture
+def small(snapshot_of: Callable[..., Snapshot]) -> tuple[Snapshot, Plan]:
+    """Two 4-GPU nodes; gang ``a-rather-long-gang-name-0001`` (2 x 2 GPUs) admitted on n1,
+    gang ``b`` (1 x 4 GPUs) pending with a long reason."""
+    snap = snapshot_of(
+        nodes=[gpu_node("n1"), gpu_node("n2")],
+        queues=[{"name": "qa"}],
+        gangs=[gang(LONG_NAME, count=2, gpus=2), gang("b", gpus=4)],
+    )
+    plan = Plan(
+        gangs=(
+            GangOutcome(gang=LONG_NAME, admitted=True, placed=2, roles={"w": 2}),
+            GangOutcome(gang="b", admitted=False, reason=PendingReason(kind="lost", message=LONG)),
+        ),
+        pods=(
+            PodPlacement(pod=f"{LONG_NAME}-w-{i}", gang=LONG_NAME, role="w", node="n1")
+            for i in range(2)
+        ),
+    )
+    # the plan names no devices: give them as the verifier expects (GPUs by id)
+    plan = _with_devices(snap, plan)
+    assert verify(snap, plan) == []
+    return snap, plan
+
+
+def _with_devices(snap: Snapshot, plan: Plan) -> Plan:
+    used: dict[str, int] = {}
+    pods = []
+    for p in plan.pods:
+        g = snap.gang_by_key[p.gang_key]
+        n = g.role(p.role).requests.get(snap.gpu, 0) // 1000
+        layout = snap.layout_of(snap.node_by_name[p.node])
+        start = used.get(p.node, 0)
+        ids = layout.gpu_ids[start : start + n] if layout else ()
+        used[p.node] = start + n
+        pods.append(p.model_copy(update={"gpus": tuple(ids)}))
+    return plan.model_copy(update={"pods": tuple(pods)})
+
+
+def test_the_view_fits_80_columns_with_the_reason_under_its_row(
+    small: tuple[Snapshot, Plan],
+) -> None:
+    snap, plan = small
+    lines = _text(plan_lines(snap, plan, 80))
+    assert all(len(t) <= 80 for t in lines), [t for t in lines if len(t) > 80]
+    # worked out by hand: columns two spaces apart, each as wide as its widest cell
+    assert lines[:5] == [
+        "pending gangs: 1",
+        "  gang  queue  prio  pods  GPUs asked  why pending",
+        "  b     qa        0   0/1           4  lost",
+        "      needs 4 pods (4 x 8 GPUs; 32 GPUs at full size) inside one leaf; the",
+        "      largest free leaf (spine-0/leaf-2) holds 3 of them (running pods hold the",
+    ]
+    assert lines[5] == "      rest)"
+    assert lines[7:10] == [
+        "admitted gangs: 1",
+        "  gang                          queue  prio  pods  GPUs  nodes  leaves",
+        "  a-rather-long-gang-name-0001  qa        0   2/2     4      1       1",
+    ]
+    # the summary: 4 of the 8 GPUs asked placed; 8 free before the plan; gang a spans one
+    # leaf (no levels: the cluster is one)
+    at = next(i for i, t in enumerate(lines) if t.startswith("gangs admitted"))
+    assert " ".join(lines[at : at + 2]) == (
+        "gangs admitted 1 of 2; GPUs placed 4 of 8 asked (8 free before the plan); mean "
+        "leaves spanned by multi-pod gangs 1.00"
+    )
+
+
+def test_names_are_never_broken_even_when_the_width_is_too_small(
+    small: tuple[Snapshot, Plan],
+) -> None:
+    snap, plan = small
+    lines = _text(plan_lines(snap, plan, 30))
+    # the gang name is whole on its row, though the row is wider than 30 columns
+    assert any("a-rather-long-gang-name-0001" in t for t in lines)
+    # the reason's words are each whole: joined again, the lines give the message back
+    start = lines.index("  b     qa        0   0/1           4  lost") + 1
+    reason = []
+    for t in lines[start:]:
+        if not t.startswith("      "):
+            break
+        reason.append(t.strip())
+    assert " ".join(reason) == LONG
+
+
+def test_at_scale_rows_are_capped_and_single_pod_gangs_counted(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    # 60 pending gangs of one pod, 60 admitted gangs of one pod and 1 admitted of two pods
+    n_pending, n_single = ROW_CAP + 10, ROW_CAP + 10
+    nodes = [gpu_node(f"n{i}", gpus=8) for i in range(16)]
+    gangs = (
+        [gang(f"p{i}", gpus=0, role={"requests": {"cpu": 1}}) for i in range(n_pending)]
+        + [gang(f"s{i}", gpus=1) for i in range(n_single)]
+        + [gang("m", count=2, gpus=1)]
+    )
+    snap = snapshot_of(nodes=nodes, queues=[{"name": "qa"}], gangs=gangs)
+    outcomes = [
+        GangOutcome(gang=f"p{i}", admitted=False, reason=PendingReason(kind="lost", message="x"))
+        for i in range(n_pending)
+    ]
+    pods = []
+    for i in range(n_single):
+        outcomes.append(GangOutcome(gang=f"s{i}", admitted=True, placed=1, roles={"w": 1}))
+        pods.append(PodPlacement(pod=f"s{i}-w-0", gang=f"s{i}", role="w", node=f"n{i // 8}"))
+    outcomes.append(GangOutcome(gang="m", admitted=True, placed=2, roles={"w": 2}))
+    pods += [PodPlacement(pod=f"m-w-{k}", gang="m", role="w", node="n15") for k in range(2)]
+    plan = _with_devices(snap, Plan(gangs=tuple(outcomes), pods=tuple(pods)))
+    assert verify(snap, plan) == []
+
+    lines = _text(plan_lines(snap, plan, 80))
+    assert sum(1 for t in lines if t.startswith("  p") and t.endswith("lost")) == ROW_CAP
+    assert "  ... 10 more pending gangs; --all to list" in lines
+    # the only multi-pod gang is listed; the 60 single-pod ones are counted
+    assert sum(1 for t in lines if t.startswith("  s")) == 0
+    assert any(t.startswith("  m  ") for t in lines)
+    assert "  60 admitted single-pod gangs not listed; --all to list them" in lines
+
+    every = _text(plan_lines(snap, plan, 80, show_all=True))
+    assert sum(1 for t in every if t.startswith("  p") and t.endswith("lost")) == n_pending
+    assert sum(1 for t in every if t.startswith("  s")) == n_single
+    assert not any("--all" in t for t in every)
+
+
+BRACKETS = "[/q]"
+
+
+def test_brackets_in_names_and_notes_print_as_text(snapshot_of: Callable[..., Snapshot]) -> None:
+    # issue 11: a queue named "[/q]" crashed the table (rich.errors.MarkupError), "[bold]x"
+    # became styling, and "[capacity] node ..." printed as "( node ..."
+    snap = snapshot_of(
+        nodes=[gpu_node("n1")],
+        queues=[{"name": BRACKETS}, {"name": "[bold]x"}],
+        gangs=[gang("a", queue=BRACKETS), gang("b", queue="[bold]x", gpus=8)],
+    )
+    plan = _with_devices(
+        snap,
+        Plan(
+            gangs=(
+                GangOutcome(gang="a", admitted=True, placed=1, roles={"w": 1}),
+                GangOutcome(
+                    gang="b",
+                    admitted=False,
+                    reason=PendingReason(kind="never_fits", message="[red]needs 8 GPUs[/red]"),
+                ),
+            ),
+            pods=(PodPlacement(pod="a-w-0", gang="a", role="w", node="n1"),),
+            summary=PlanSummary(
+                placer="greedy", status="baseline", notes=("[capacity] node n1 :smile:",)
+            ),
+        ),
+    )
+    out = io.StringIO()
+    render_plan(snap, plan, Console(file=out, width=80, color_system=None))
+    text = out.getvalue()
+    assert BRACKETS in text and "[bold]x" in text
+    assert "[red]needs 8 GPUs[/red]" in text
+    assert "note: [capacity] node n1 :smile:" in text
+
+
+def test_a_queue_named_with_brackets_solves_and_prints(tmp_path: Path) -> None:
+    # issue 11's reproducer, through the CLI: exit 0, the name printed as it is
+    inst = tmp_path / "i.yaml"
+    inst.write_text(
+        "apiVersion: gangplan.io/v1alpha1\nkind: Instance\n"
+        "levels: [{name: '[lvl]'}]\n"
+        "nodes: [{name: n1, domains: {'[lvl]': '[/d]'}, allocatable: {nvidia.com/gpu: 2}}]\n"
+        "queues: [{name: '[/q]'}]\n"
+        "gangs: [{name: g, queue: '[/q]', roles: [{name: w, count: 2, "
+        "requests: {nvidia.com/gpu: 1}}]}]\n"
+    )
+    out = tmp_path / "plan.yaml"
+    r = CliRunner().invoke(main, ["solve", str(inst), "--placer", "greedy", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "  [/q]" in r.output and out.exists()
+
+
+def test_nothing_is_written_when_the_view_cannot_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the view is made before -o is written: if making it fails, no file has been replaced
+    import gangplan.adapters.render as render
+
+    def broken(*args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        raise RuntimeError("view failed")
+
+    monkeypatch.setattr(render, "plan_lines", broken)
+    out = tmp_path / "plan.yaml"
+    out.write_text("keep me\n")
+    r = CliRunner().invoke(main, ["solve", "--placer", "greedy", "-o", str(out)])
+    assert r.exit_code != 0
+    assert out.read_text() == "keep me\n"
+
+
+# --------------------------------------------------------------------------- status line
+
+
+def _summary(status: str, placer: str = "cpsat", tiers: tuple[TierReport, ...] = ()) -> PlanSummary:
+    return PlanSummary(placer=placer, status=status, tiers=tiers, wall_time_s=1.5)
+
+
+def test_status_when_nothing_can_be_placed_does_not_call_cpsat_a_baseline() -> None:
+    # before: "placer cpsat (a baseline: no optimisation, no bounds); status optimal"
+    tiers = (TierReport(name="p0.gpu_milli", value=0),)
+    line = status_line(_summary("optimal", tiers=tiers), 10, placed=0)
+    assert line == (
+        "placer cpsat: status optimal — no gang could be placed, so there was nothing to "
+        "optimise; 1.50 s"
+    )
+
+
+def test_feasible_says_what_is_not_proven_in_what_time() -> None:
+    tiers = (
+        TierReport(name="p0.gpu_milli", value=8000, bound=8000, gap=0.0, status="optimal"),
+        TierReport(name="locality.leaf", value=-3, bound=-1, gap=0.6667, status="feasible"),
+        TierReport(name="fragmentation.fgd", value=-5, status="not optimised (time)"),
+        TierReport(name="stability", value=0, status="constant"),
+    )
+    line = status_line(_summary("feasible", tiers=tiers), 10)
+    # 3 entries optimised (the constant one is not), 2 of them not proven optimal
+    assert line == (
+        "placer cpsat: status feasible — 2 of 3 score entries not proven optimal in 10 s "
+        "(locality.leaf, fragmentation.fgd); throughput gap 0.00%; 1.50 s"
+    )
+
+
+def test_baseline_incumbent_and_fallback_say_whose_plan_is_returned() -> None:
+    assert status_line(_summary("baseline", placer="greedy")) == (
+        "placer greedy: a baseline (no optimisation, no bounds); 1.50 s"
+    )
+    line = status_line(_summary("incumbent", placer="cpsat (incumbent: fgd)"), 5)
+    assert "CP-SAT found no plan better than the fgd plan in 5 s, which is returned" in line
+    line = status_line(_summary("fallback", placer="cpsat (incumbent: greedy)"), 5)
+    assert "the greedy plan is returned" in line and "optimal" not in line
+
+
+def test_cli_status_line_of_an_instance_where_nothing_fits(tmp_path: Path) -> None:
+    inst = tmp_path / "i.yaml"
+    inst.write_text(
+        "apiVersion: gangplan.io/v1alpha1\nkind: Instance\n"
+        "nodes: [{name: n1, allocatable: {nvidia.com/gpu: 8}}]\nqueues: [{name: q}]\n"
+        "gangs: [{name: g, queue: q, roles: [{name: w, count: 1, "
+        "requests: {nvidia.com/gpu: 16}}]}]\n"
+    )
+    r = CliRunner().invoke(main, ["solve", str(inst), "--time-limit", "1"])
+    assert r.exit_code == 0, r.output
+    assert "baseline" not in r.output
+    assert "no gang could be placed, so there was nothing to" in r.output
+    assert all(len(t) <= 80 for t in r.output.splitlines())
