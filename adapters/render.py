@@ -25,7 +25,15 @@ from gangplan.models import GPU_MILLI, Gang, GangOutcome, Plan, PlanSummary, Pod
 from gangplan.solver.fairness import fair_shares
 from gangplan.topology import Topology, build_topology
 
-__all__ = ["ROW_CAP", "PlanStats", "plan_lines", "plan_stats", "render_plan", "status_line"]
+__all__ = [
+    "ROW_CAP",
+    "PlanStats",
+    "plan_lines",
+    "plan_stats",
+    "render_plan",
+    "score_lines",
+    "status_line",
+]
 
 ROW_CAP = 50
 """Rows listed per section (pending gangs, admitted gangs, queues) unless ``show_all``."""
@@ -371,3 +379,47 @@ def render_plan(
         snapshot, plan, console.width, show_all=show_all, time_limit_s=time_limit_s
     ):
         console.print(Text(text, style=style), soft_wrap=True)
+
+
+# --------------------------------------------------------------------------- the score
+
+
+def score_lines(entries: Sequence[tuple[str, int]]) -> list[str]:
+    """A score (:func:`gangplan.solver.score.score`'s ``entries``) in a person's units, one
+    line per part, most important first, in the score's order: per priority class how far
+    its queues are below their fair targets (percent of dominant share, weighted by queue
+    weight; queues of weight 0 unweighted), then the GPUs and pods admitted; the extra
+    domains multi-pod gangs use per level (``preferred``: at their preferred levels); the
+    partly used GPU nodes and leaves; the pods moved from the previous plan. The score's
+    own units: fairness in weight-milli x ppm, throughput in milli-GPU.
+    """
+    values = dict(entries)
+    classes: list[str] = []
+    for name, _ in entries:
+        head, _, _tail = name.partition(".")
+        if head.startswith("p") and head[1:].lstrip("-").isdigit() and head not in classes:
+            classes.append(head)
+    out = []
+    for c in classes:
+        gpus = values.get(f"{c}.gpu_milli", 0) / GPU_MILLI
+        pods = values.get(f"{c}.pods", 0)
+        short = -values.get(f"{c}.fairness", 0) / 1000 / 10_000
+        short0 = -values.get(f"{c}.fairness_w0", 0) / 10_000
+        zero = f", weight-0 queues {short0:.1f}%" if short0 else ""
+        out.append(
+            f"priority {c[1:]}: fair-share shortfall {short:.1f}% (weighted){zero}; "
+            f"admitted {gpus:g} GPUs, {pods} pod{'s' if pods != 1 else ''}"
+        )
+    levels = [(n.removeprefix("locality."), v) for n, v in entries if n.startswith("locality.")]
+    if levels:
+        parts = ", ".join(f"{lv} {-v}" for lv, v in levels)
+        out.append(f"locality: extra domains of multi-pod gangs: {parts}")
+    nodes = -values.get("fragmentation.gpu_nodes", 0)
+    leaves = -values.get("fragmentation.leaves", 0)
+    out.append(
+        f"fragmentation: {nodes} GPU node{'s' if nodes != 1 else ''} and {leaves} "
+        f"lea{'ves' if leaves != 1 else 'f'} partly used"
+    )
+    moved = -values.get("stability", 0)
+    out.append(f"stability: {moved} pod{'s' if moved != 1 else ''} moved from the previous plan")
+    return out

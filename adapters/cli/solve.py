@@ -179,21 +179,47 @@ def solve(
 
 
 @main.command()
-@click.argument("instance", type=_INSTANCE)
-@click.argument("plan", type=_INSTANCE)
+@click.argument("paths", metavar="[INSTANCE] PLAN", nargs=-1, type=_INSTANCE)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: the violations and the raw score tuple, for programs",
+)
 @user_errors()
-def verify(instance: Path, plan: Path) -> None:
-    """Check PLAN against every hard constraint of INSTANCE; print violations and the score."""
+def verify(paths: tuple[Path, ...], fmt: str) -> None:
+    """Check PLAN against every hard constraint of INSTANCE (default: the embedded default
+    instance); print the violations and the score (exit 1 if any violation)."""
+    from gangplan.adapters.render import score_lines
     from gangplan.solver.score import score
     from gangplan.solver.verify import verify as run_verify
 
+    if len(paths) not in (1, 2):
+        raise click.UsageError(f"expected [INSTANCE] PLAN, got {len(paths)} paths")
+    instance, plan = (None, paths[0]) if len(paths) == 1 else paths
     snapshot, warnings = load_snapshot(instance)
     echo_warnings(warnings)
     p = load_plan(plan)
     violations = run_verify(snapshot, p)
-    for v in violations:
-        click.echo(f"violation: {v}")
-    click.echo(f"score: {score(snapshot, p)}")
+    sc = score(snapshot, p)
+    if fmt == "json":
+        data = {
+            "instance": str(instance) if instance is not None else "default instance",
+            "plan": str(plan),
+            "valid": not violations,
+            "violations": [{"rule": v.rule, "message": v.message} for v in violations],
+            "score": [[n, v] for n, v in sc.entries],
+        }
+        click.echo(json.dumps(data, indent=2))
+    else:
+        for v in violations:
+            click.echo(f"violation: {v}")
+        click.echo("score (higher is better; each line counts only where the ones above tie):")
+        for line in score_lines(sc.entries):
+            click.echo(f"  {line}")
     if violations:
         raise UserError([], f"{len(violations)} violations")
-    click.echo("plan is valid")
+    if fmt == "text":
+        click.echo(f"plan is valid for {instance or 'the default instance'}")

@@ -304,3 +304,27 @@ def test_cli_status_line_of_an_instance_where_nothing_fits(tmp_path: Path) -> No
     assert "baseline" not in r.output
     assert "no gang could be placed, so there was nothing to" in r.output
     assert all(len(t) <= 80 for t in r.output.splitlines())
+
+
+def test_the_score_in_a_persons_units() -> None:
+    from gangplan.adapters.render import score_lines
+
+    entries = (
+        ("p10.fairness", -258_064_000),  # weight 1 (1000 milli) x 258,064 ppm short
+        ("p10.fairness_w0", -50_000),  # 50,000 ppm: 5% short, unweighted
+        ("p10.gpu_milli", 12_500),
+        ("p10.pods", 1),
+        ("locality.preferred", -1),
+        ("locality.leaf", -4),
+        ("locality.node", -14),
+        ("fragmentation.gpu_nodes", -1),
+        ("fragmentation.leaves", -2),
+        ("stability", -3),
+    )
+    assert score_lines(entries) == [
+        "priority 10: fair-share shortfall 25.8% (weighted), weight-0 queues 5.0%; "
+        "admitted 12.5 GPUs, 1 pod",
+        "locality: extra domains of multi-pod gangs: preferred 1, leaf 4, node 14",
+        "fragmentation: 1 GPU node and 2 leaves partly used",
+        "stability: 3 pods moved from the previous plan",
+    ]

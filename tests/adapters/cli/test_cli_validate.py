@@ -458,20 +458,48 @@ def test_verify_accepts_good_plan(tmp_path: Path) -> None:
     result = run("verify", str(CASE_04), str(plan))
     assert result.exit_code == 0, result.output
     assert "violation" not in result.output
-    assert result.stdout.endswith("plan is valid\n")
-    score = result.stdout.splitlines()[0]
-    assert score.startswith("score: ")
-    # 4 GPUs and 3 pods admitted; gang a spans 2 nodes (-1), one leaf (0); every GPU node
-    # is fully used, so no partly used GPU node
-    for entry in (
-        "p0.gpu_milli=4000",
-        "p0.pods=3",
-        "locality.leaf=0",
-        "locality.node=-1",
-        "fragmentation.gpu_nodes=0",
-        "stability=0",
-    ):
-        assert entry in score.removeprefix("score: ").split(", "), score
+    assert result.stdout.endswith(f"plan is valid for {CASE_04}\n")
+    # in a person's units, worked out by hand: one queue, whose target is all it asks (4 of
+    # the 4 GPUs), all admitted: no shortfall; 4 GPUs and 3 pods; gang a spans 2 nodes
+    # (1 extra), one leaf; every GPU node and the leaf fully used; no previous plan
+    assert result.stdout.splitlines()[1:5] == [
+        "  priority 0: fair-share shortfall 0.0% (weighted); admitted 4 GPUs, 3 pods",
+        "  locality: extra domains of multi-pod gangs: preferred 0, leaf 0, node 1",
+        "  fragmentation: 0 GPU nodes and 0 leaves partly used",
+        "  stability: 0 pods moved from the previous plan",
+    ]
+
+
+def test_verify_json_has_the_raw_score_tuple(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(GOOD_PLAN, encoding="utf-8")
+    result = run("verify", str(CASE_04), str(plan), "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["valid"] is True and data["violations"] == []
+    # the same facts as above, in the score's own units (milli-GPU; weight-milli x ppm)
+    assert data["score"] == [
+        ["p0.fairness", 0],
+        ["p0.fairness_w0", 0],
+        ["p0.gpu_milli", 4000],
+        ["p0.pods", 3],
+        ["locality.preferred", 0],
+        ["locality.leaf", 0],
+        ["locality.node", -1],
+        ["fragmentation.gpu_nodes", 0],
+        ["fragmentation.leaves", 0],
+        ["stability", 0],
+    ]
+
+
+def test_verify_a_plan_alone_checks_it_against_the_default_instance(tmp_path: Path) -> None:
+    # as validate and solve, verify defaults to the embedded instance (it needed both)
+    out = tmp_path / "plan.yaml"
+    assert run("solve", "--placer", "greedy", "-o", str(out)).exit_code == 0
+    result = run("verify", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("plan is valid for the default instance\n")
+    assert run("verify").exit_code == 2
 
 
 def test_verify_rejects_bad_plan(tmp_path: Path) -> None:
@@ -488,6 +516,9 @@ def test_verify_rejects_bad_plan(tmp_path: Path) -> None:
     assert any("[gang]" in v and "default/a" in v for v in violations)
     assert "plan is valid" not in result.stdout
     assert f"{len(violations)} violations" in result.stderr
+    data = json.loads(run("verify", str(CASE_04), str(plan), "--format", "json").stdout)
+    assert data["valid"] is False
+    assert {v["rule"] for v in data["violations"]} >= {"gang", "capacity", "devices"}
 
 
 def test_verify_malformed_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
