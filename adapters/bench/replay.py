@@ -95,6 +95,7 @@ __all__ = [
     "replay",
     "replay_pods",
     "result_data",
+    "run_line",
     "summarize",
     "summary_rows",
     "trace_workload",
@@ -569,7 +570,8 @@ def summarize(results: Sequence[ReplayResult]) -> list[ReplaySummary]:
         groups.setdefault(r.placer, []).append(r)
     out = []
     for placer, rs in groups.items():
-        points = sorted({k for r in rs for k in r.allocated_at})
+        # every checkpoint asked for, reached or not (a mean of nothing is nan: "not reached")
+        points = sorted({k for r in rs for k in (*r.allocated_at, *r.config.checkpoints)})
         statuses: Counter[str] = Counter()
         for r in rs:
             statuses.update(r.statuses)
@@ -591,26 +593,45 @@ def summarize(results: Sequence[ReplayResult]) -> list[ReplaySummary]:
     return out
 
 
-def _pm(ms: tuple[float, float], scale: float = 100.0, digits: int = 2) -> str:
+def _pm(ms: tuple[float, float], unit: str, scale: float = 100.0, digits: int = 2) -> str:
+    """``mean ± std`` with its unit (``%`` right after the numbers, a word after a space);
+    ``not reached`` when no run has the value."""
     mean, std = ms
     if math.isnan(mean):
-        return "-"
-    return f"{mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
+        return "not reached"
+    sep = "" if unit == "%" else " "
+    return f"{mean * scale:.{digits}f} ± {std * scale:.{digits}f}{sep}{unit}"
+
+
+def run_line(result: ReplayResult) -> str:
+    """One run in a line, every figure with its unit: the allocated share at each checkpoint
+    reached (or that it was not reached), at the end, the GPUs left free, the pods dropped
+    and the run's seconds."""
+    r = result
+    at = {k: f"{v * 100:.2f}% allocated" for k, v in r.allocated_at.items()}
+    at.update({k: "never reached" for k in r.config.checkpoints if k not in r.allocated_at})
+    points = "".join(f"at {k * 100:g}% arrived: {v}; " for k, v in sorted(at.items()))
+    return (
+        f"{r.placer} seed {r.seed}: {points}at the end ({r.arrived * 100:.1f}% arrived): "
+        f"{r.final * 100:.2f}% allocated, {r.unallocated_gpus:.1f} GPUs free; "
+        f"{r.failed_pods} pod{'' if r.failed_pods == 1 else 's'} dropped; {r.wall_time_s:.1f} s"
+    )
 
 
 def summary_rows(summaries: Sequence[ReplaySummary]) -> tuple[list[str], list[list[str]]]:
     """A table of the summaries (header, rows): allocated % at each checkpoint and at the
     end (mean ± std over the seeds), unallocated GPUs, dropped pods, seconds per run, and
-    the CP-SAT cycle statuses."""
+    the CP-SAT cycle statuses; every cell with its unit, ``not reached`` for a checkpoint
+    no run reached."""
     points = sorted({k for s in summaries for k in s.at})
     header = [
         "placer",
         "runs",
-        *[f"allocated % at {k * 100:.0f}% arrived" for k in points],
-        "allocated % at the end",
+        *[f"allocated at {k * 100:.0f}% arrived" for k in points],
+        "allocated at the end",
         "unallocated GPUs",
         "dropped pods",
-        "s / run",
+        "time per run",
         "cycle statuses",
     ]
     rows = []
@@ -619,12 +640,13 @@ def summary_rows(summaries: Sequence[ReplaySummary]) -> tuple[list[str], list[li
             [
                 s.placer,
                 str(s.runs),
-                *[_pm(s.at[k]) if k in s.at else "-" for k in points],
-                _pm(s.final),
-                _pm(s.unallocated_gpus, 1.0, 1),
-                _pm(s.failed_pods, 1.0, 0),
-                _pm(s.wall_time_s, 1.0, 1),
-                ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())) or "-",
+                *[_pm(s.at[k], "%") if k in s.at else "not reached" for k in points],
+                _pm(s.final, "%"),
+                _pm(s.unallocated_gpus, "GPUs", 1.0, 1),
+                _pm(s.failed_pods, "pods", 1.0, 0),
+                _pm(s.wall_time_s, "s", 1.0, 1),
+                ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items()))
+                or "none (one pod at a time)",
             ]
         )
     return header, rows

@@ -21,6 +21,7 @@ from gangplan.adapters.bench.replay import (
     ReplayResult,
     replay_pods,
     result_data,
+    run_line,
     summarize,
     summary_rows,
     write_plot,
@@ -180,20 +181,16 @@ def alibaba(
         for seed in range(first_seed, first_seed + seeds):
             r = replay_pods(nodes, pods, placer, seed, cfg, progress=_progress(placer, seed))
             results.append(r)
-            at = ", ".join(f"{k * 100:g}%: {v * 100:.2f}" for k, v in r.allocated_at.items())
-            click.echo(
-                f"{placer} seed {seed}: allocated {at}, end ({r.arrived * 100:.1f}%): "
-                f"{r.final * 100:.2f}% ({r.unallocated_gpus:.0f} GPUs free), "
-                f"{r.failed_pods} pods dropped, {r.wall_time_s:.1f} s",
-                err=True,
-            )
+            click.echo(run_line(r), err=True)
     header, rows = summary_rows(summarize(results))
     table = Table(title=f"{pods_csv.name} on {nodes_csv.name}: GPUs allocated (mean ± std)")
     for h in header:
         table.add_column(h)
     for row in rows:
         table.add_row(*row)
-    Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)
+    # as wide as the table needs when piped (a row per placer, read by scripts and people)
+    wide = None if sys.stdout.isatty() else 200
+    Console(highlight=False, markup=False, emoji=False, width=wide).print(table)
     if json_out is not None:
         json_out.write_text(json.dumps([result_data(r) for r in results], indent=1) + "\n")
         click.echo(f"wrote {json_out}", err=True)

@@ -21,8 +21,10 @@ from click.testing import CliRunner
 from gangplan.adapters.bench.replay import (
     ReplayCluster,
     ReplayConfig,
+    ReplayResult,
     arrivals,
     replay,
+    run_line,
     summarize,
     summary_rows,
     trace_workload,
@@ -142,8 +144,61 @@ def test_summary_of_runs(hand: tuple[Path, Path]) -> None:
     # the list alone reaches the target, so both seeds replay the same pods
     assert s.runs == 2 and s.final == (pytest.approx(0.7), 0.0)
     header, rows = summary_rows([s])
-    assert header[2] == "allocated % at 100% arrived"
-    assert rows[0][:4] == ["topology-fit", "2", "70.00 ± 0.00", "70.00 ± 0.00"]
+    assert header[2] == "allocated at 100% arrived"
+    # every figure with its unit (issue: "allocated 100%: 93.39" lacked its %)
+    assert rows[0] == [
+        "topology-fit",
+        "2",
+        "70.00 ± 0.00%",
+        "70.00 ± 0.00%",
+        "0.6 ± 0.0 GPUs",
+        "1 ± 0 pods",
+        rows[0][6],  # seconds: measured, not worked out
+        "none (one pod at a time)",
+    ]
+    assert rows[0][6].endswith(" s")
+
+
+def _result(allocated_at: dict[float, float], arrived: int, allocated: int) -> ReplayResult:
+    """A run on 10 GPUs written by hand (milli-GPU arrived and allocated)."""
+    return ReplayResult(
+        placer="greedy",
+        seed=3,
+        config=ReplayConfig(),
+        nodes=2,
+        capacity_gpus=10,
+        trace_pods=4,
+        extra_pods=0,
+        placed_pods=3,
+        failed_pods=1,
+        failed_gpu_milli=600,
+        arrived_gpu_milli=arrived,
+        allocated_gpu_milli=allocated,
+        allocated_at=allocated_at,
+        curve=(),
+        wall_time_s=2.34,
+    )
+
+
+def test_a_run_line_gives_every_figure_its_unit() -> None:
+    # 13 of 10 GPUs arrived (130%), 9.339 allocated at 100% and 9.6 at the end: 0.4 free
+    line = run_line(_result({1.0: 0.9339}, 13_000, 9_600))
+    assert line == (
+        "greedy seed 3: at 100% arrived: 93.39% allocated; at the end (130.0% arrived): "
+        "96.00% allocated, 0.4 GPUs free; 1 pod dropped; 2.3 s"
+    )
+
+
+def test_a_short_run_says_the_checkpoint_was_never_reached() -> None:
+    # before: "greedy seed 0: allocated , end (10.0%): ..." (an empty value)
+    line = run_line(_result({}, 1_000, 999))
+    assert line == (
+        "greedy seed 3: at 100% arrived: never reached; at the end (10.0% arrived): "
+        "9.99% allocated, 9.0 GPUs free; 1 pod dropped; 2.3 s"
+    )
+    header, rows = summary_rows(summarize([_result({}, 1_000, 999)]))
+    assert header[2] == "allocated at 100% arrived" and rows[0][2] == "not reached"
+    assert rows[0][3] == "9.99 ± 0.00%"
 
 
 # --------------------------------------------------------------------------- arrivals
