@@ -20,6 +20,7 @@ from gangplan.adapters.cli.common import (
     user_errors,
 )
 from gangplan.adapters.files import load_plan, load_snapshot
+from gangplan.adapters.kube.bindings import Withheld
 from gangplan.solver.cycle import PLACERS
 
 __all__ = ["schema", "solve", "validate", "verify"]
@@ -111,6 +112,18 @@ def schema(output: Path | None) -> None:
     help="what to print",
 )
 @click.option(
+    "--include-predicted",
+    is_flag=True,
+    help="bindings: also bind pods predicted from workloads whose controllers name pods "
+    "deterministically (Volcano Jobs, training-operator jobs, StatefulSets)",
+)
+@click.option(
+    "--bind-any-scheduler",
+    is_flag=True,
+    help="bindings: also bind pods whose spec.schedulerName names another scheduler "
+    "(default: only default-scheduler and gangplan pods; binding others races them)",
+)
+@click.option(
     "--all",
     "show_all",
     is_flag=True,
@@ -128,11 +141,13 @@ def solve(
     previous: Path | None,
     output: Path | None,
     fmt: str,
+    include_predicted: bool,
+    bind_any_scheduler: bool,
     show_all: bool,
 ) -> None:
     """Plan one scheduling cycle for INSTANCE (default: the embedded default instance)."""
     from gangplan.adapters.files import dump_data, plan_data, write_plan
-    from gangplan.adapters.kube.bindings import bindings_document, dump_bindings
+    from gangplan.adapters.kube.bindings import bindings_document, dump_bindings, select_bindings
     from gangplan.adapters.render import plan_lines
     from gangplan.solver.cycle import run_baseline, solve_cycle
     from gangplan.solver.result import SolverConfig
@@ -164,7 +179,21 @@ def solve(
         )
     elif fmt == "bindings":
         # one YAML document per API body, in call order (kubectl and yaml tools read it)
-        text = dump_bindings(bindings_document(snapshot, result.plan))
+        chosen = select_bindings(
+            snapshot,
+            result.plan,
+            include_predicted=include_predicted,
+            any_scheduler=bind_any_scheduler,
+        )
+        text = dump_bindings(
+            bindings_document(
+                snapshot,
+                result.plan,
+                include_predicted=include_predicted,
+                any_scheduler=bind_any_scheduler,
+            )
+        )
+        echo_warnings(withheld_warnings(chosen.withheld))
     else:
         text = dump_data(plan_data(result.plan), fmt)
     if output is not None:
@@ -176,6 +205,24 @@ def solve(
             click.echo(f"plan written to {output}")
     else:
         click.echo(text, nl=False)
+
+
+def withheld_warnings(withheld: list[Withheld], examples: int = 5) -> list[str]:
+    """One warning per reason a placed gang gets no Binding, naming the first ``examples``
+    gangs and counting the rest."""
+    by_reason: dict[str, list[Withheld]] = {}
+    for w in withheld:
+        by_reason.setdefault(w.reason, []).append(w)
+    out = []
+    for reason, ws in by_reason.items():
+        names = ", ".join(w.gang for w in ws[:examples])
+        more = f" and {len(ws) - examples} more" if len(ws) > examples else ""
+        pods = sum(w.pods for w in ws)
+        out.append(
+            f"no Binding for {pods} placed pod{'s' if pods != 1 else ''} of {len(ws)} "
+            f"gang{'s' if len(ws) != 1 else ''} ({names}{more}): {reason}"
+        )
+    return out
 
 
 @main.command()

@@ -34,9 +34,15 @@ For each placed pod, in the plan's order:
 
 The annotation comes first so that the node agent sees the devices when the pod lands.
 
-Pods of gangs read from workload templates (their controller has not created them yet;
-``metadata.kubernetes.predicted_gangs`` of a converted snapshot) keep the names the
-controller will give them; ``existing_only=True`` leaves them out.
+Only pods a cluster can take a Binding for are bound (:func:`select_bindings`): by default
+the pods that exist in the dump, and of the default scheduler or gangplan. Pods predicted
+from a workload's template (their controller has not created them yet;
+``metadata.kubernetes.predicted_by`` of a converted snapshot) are planned, but bound only
+when asked (``include_predicted``) and only where the controller's names are known (Volcano
+Jobs, training-operator jobs, StatefulSets; not Deployments, ReplicaSets, batch Jobs or
+JobSets, whose pods get a random suffix). Pods that name another scheduler
+(``metadata.kubernetes.schedulers``, e.g. ``volcano``) are bound only when asked
+(``any_scheduler``): binding them races that scheduler.
 
 A :class:`Binder` carries the requests to a cluster: :class:`InMemoryBinder` records them
 (tests, ``replan``); :class:`KubeBinder` uses the official client's ``patch_namespaced_pod``
@@ -57,15 +63,19 @@ from gangplan.models import GPU_MILLI, Plan, PodPlacement, Snapshot
 
 __all__ = [
     "DEVICE_ANNOTATION",
+    "OWN_SCHEDULERS",
     "BindOutcome",
     "BindRequest",
     "Binder",
+    "BindingSelection",
     "InMemoryBinder",
     "KubeBinder",
+    "Withheld",
     "bind_requests",
     "bindings_document",
     "device_allocation",
     "dump_bindings",
+    "select_bindings",
 ]
 
 DEVICE_ANNOTATION = "scheduling.koordinator.sh/device-allocated"
@@ -176,22 +186,125 @@ def bind_requests(
     return out
 
 
+OWN_SCHEDULERS = ("default-scheduler", "gangplan")
+"""Scheduler names whose pending pods gangplan binds by default: the default scheduler's
+(pending: it has not placed them) and pods that name gangplan."""
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """A placed gang whose pods get no Binding (nor device annotation), and why."""
+
+    gang: str
+    """the gang's key, ``namespace/name``"""
+    pods: int
+    reason: str
+
+
+@dataclass
+class BindingSelection:
+    """The requests to carry out, in plan order, and the placed gangs withheld."""
+
+    requests: list[BindRequest]
+    withheld: list[Withheld]
+
+
+def _kube_meta(snapshot: Snapshot, key: str) -> dict[str, Any]:
+    meta = snapshot.metadata.get("kubernetes") if isinstance(snapshot.metadata, dict) else None
+    value = meta.get(key) if isinstance(meta, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _withheld_reason(
+    key: str,
+    predicted: dict[str, Any],
+    schedulers: dict[str, Any],
+    include_predicted: bool,
+    any_scheduler: bool,
+) -> str | None:
+    made = predicted.get(key)
+    if isinstance(made, dict):
+        who = made.get("controller") or "its workload"
+        naming = made.get("naming") or ""
+        if not made.get("names_known"):
+            why = f": {naming}" if naming else ""
+            return (
+                f"its pods do not exist yet ({who} creates them) and their names cannot "
+                f"be known{why}"
+            )
+        if not include_predicted:
+            return (
+                f"its pods do not exist yet ({who} creates them, named {naming}); "
+                "--include-predicted binds them under those names"
+            )
+    scheduler = schedulers.get(key)
+    if scheduler and scheduler not in OWN_SCHEDULERS and not any_scheduler:
+        return (
+            f"its pods name the scheduler {scheduler!r} (spec.schedulerName): binding them "
+            "races that scheduler; --bind-any-scheduler binds them"
+        )
+    return None
+
+
+def select_bindings(
+    snapshot: Snapshot,
+    plan: Plan,
+    *,
+    include_predicted: bool = False,
+    any_scheduler: bool = False,
+    annotation_key: str = DEVICE_ANNOTATION,
+) -> BindingSelection:
+    """The pods of ``plan`` a cluster can take Bindings for, and the gangs withheld.
+
+    By default only pods that exist in the dump are bound: a gang predicted from a workload
+    (``metadata.kubernetes.predicted_by`` of a converted snapshot) is withheld, and with
+    ``include_predicted`` only those whose controller names pods deterministically (a Volcano
+    Job, a training-operator job, a StatefulSet) are bound under the predicted names. A gang
+    whose pods name another scheduler than :data:`OWN_SCHEDULERS`
+    (``metadata.kubernetes.schedulers``) is withheld unless ``any_scheduler``. A gang is
+    bound whole or not at all. An instance file without that metadata binds every pod.
+    """
+    predicted = _kube_meta(snapshot, "predicted_by")
+    schedulers = _kube_meta(snapshot, "schedulers")
+    reasons: dict[str, str | None] = {}
+    requests: list[BindRequest] = []
+    counts: dict[str, int] = {}
+    for req, p in zip(
+        bind_requests(snapshot, plan, annotation_key=annotation_key), plan.pods, strict=True
+    ):
+        key = p.gang_key
+        if key not in reasons:
+            reasons[key] = _withheld_reason(
+                key, predicted, schedulers, include_predicted, any_scheduler
+            )
+        if reasons[key] is None:
+            requests.append(req)
+        else:
+            counts[key] = counts.get(key, 0) + 1
+    withheld = [Withheld(k, n, reasons[k] or "") for k, n in counts.items()]
+    return BindingSelection(requests, withheld)
+
+
 def bindings_document(
     snapshot: Snapshot,
     plan: Plan,
     *,
-    existing_only: bool = False,
+    include_predicted: bool = False,
+    any_scheduler: bool = False,
     annotation_key: str = DEVICE_ANNOTATION,
 ) -> list[dict[str, Any]]:
-    """The bindings of ``plan`` as a list of Kubernetes bodies: per placed pod, its
-    annotation patch (only if it got devices), then its Binding (module docstring).
-
-    ``existing_only``: leave out pods that do not exist yet (predicted from templates).
-    """
+    """The bindings of ``plan`` as a list of Kubernetes bodies: per pod
+    :func:`select_bindings` keeps, its annotation patch (only if it got devices), then its
+    Binding (module docstring)."""
     out: list[dict[str, Any]] = []
-    for req in bind_requests(snapshot, plan, annotation_key=annotation_key):
-        if existing_only and req.predicted:
-            continue
+    chosen = select_bindings(
+        snapshot,
+        plan,
+        include_predicted=include_predicted,
+        any_scheduler=any_scheduler,
+        annotation_key=annotation_key,
+    )
+    for req in chosen.requests:
         patch = req.patch_body()
         if patch is not None:
             out.append(patch)

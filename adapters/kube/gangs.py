@@ -81,7 +81,12 @@ class Gangs:
 
     gangs: list[Draft] = field(default_factory=list)
     running: list[Draft] = field(default_factory=list)
-    predicted: list[str] = field(default_factory=list)
+    predicted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """gang key -> the workload its pods are predicted from (``controller``), whether their
+    names are the ones the controller will give them (``names_known``) and how it names
+    them, or why they cannot be known (``naming``)"""
+    schedulers: dict[str, str] = field(default_factory=dict)
+    """gang key -> the scheduler its pods name, when not ``default-scheduler``"""
 
 
 class GangAssembler:
@@ -334,9 +339,18 @@ class GangAssembler:
         for role in roles:
             req = {**role["requests"], "pods": GPU_MILLI} if self._add_pods else role["requests"]
             role["requests"] = quantities(req)
-        out.gangs.append(Draft(gang, where[0], "Gang", f"{ns}/{gname}"))
-        if spec is not None and spec.predicted:
-            out.predicted.append(f"{ns}/{gname}")
+        key = f"{ns}/{gname}"
+        out.gangs.append(Draft(gang, where[0], "Gang", key))
+        made = [p for p in m.pending if p.predicted_by]
+        if made or (spec is not None and spec.predicted):
+            out.predicted[key] = {
+                "controller": made[0].predicted_by if made else where[1] + " " + where[2],
+                "names_known": bool(made) and all(p.name_known for p in made),
+                "naming": made[0].name_rule if made else "",
+            }
+        others = sorted({p.scheduler for p in m.pending} - {"default-scheduler"})
+        if others:
+            out.schedulers[key] = others[0]
 
     @staticmethod
     def _where(m: _Members) -> Where:

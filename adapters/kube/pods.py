@@ -131,6 +131,13 @@ class PodInfo:
     topology: TopologyRequest | None = None
     joint: str | None = None
     devices: tuple[str, ...] = ()
+    predicted_by: str | None = None
+    """a pod predicted from a workload's template: that workload (``Deployment ml/web``)"""
+    name_known: bool = True
+    """whether the pod's name is the one its controller will give it (False: a name the
+    controller chooses, e.g. a ReplicaSet's random suffix)"""
+    name_rule: str = ""
+    """a predicted pod: how its controller names pods, or why its name cannot be known"""
 
 
 def epoch(ts: Any) -> float | None:

@@ -173,6 +173,8 @@ def _convert(
         "kubernetes": {
             "levels_from": levels.source,
             "predicted_gangs": sorted(g for g in gangs.predicted if g in kept),
+            "predicted_by": {k: v for k, v in sorted(gangs.predicted.items()) if k in kept},
+            "schedulers": {k: v for k, v in sorted(gangs.schedulers.items()) if k in kept},
             "device_minors": minors,
             "read": dict(sorted(summary.read.items())),
         },

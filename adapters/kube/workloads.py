@@ -413,10 +413,46 @@ def owner_refs(obj: KubeObject) -> Iterator[tuple[str, str, str, str]]:
         yield owner_key(ref.api_version or "", ref.kind, obj.namespace, ref.name)
 
 
+NAMES_KNOWN: dict[tuple[str, str], str] = {
+    ("batch.volcano.sh", "Job"): "{job}-{task}-{index} (Volcano's job controller)",
+    **{
+        ("kubeflow.org", k): "{job}-{replica type}-{index} (the training operator)"
+        for g, k in WORKLOAD_KINDS
+        if g == "kubeflow.org" and k != "MPIJob"
+    },
+    ("apps", "StatefulSet"): "{statefulset}-{ordinal}",
+}
+"""Workloads whose controllers name their pods deterministically, so that a predicted pod
+carries the name its pod will have, and how they name them."""
+
+NAMES_CHOSEN: dict[tuple[str, str], str] = {
+    ("apps", "Deployment"): "its ReplicaSet names pods with a random suffix",
+    ("apps", "ReplicaSet"): "a ReplicaSet names its pods with a random suffix",
+    ("batch", "Job"): (
+        "the Job controller names pods with a random suffix ({job}-{random}; indexed Jobs "
+        "{job}-{index}-{random})"
+    ),
+    ("jobset.x-k8s.io", "JobSet"): (
+        "its Jobs name their pods with a random suffix ({jobset}-{job}-{index}-{i}-{random})"
+    ),
+    ("kubeflow.org", "MPIJob"): (
+        "the launcher's name is not {job}-launcher-{index} (mpi-operator v2 runs it as a "
+        "batch Job, whose pod gets a random suffix)"
+    ),
+}
+"""Workloads whose controllers choose their pods' names (a ``generateName`` suffix), and
+why: a Binding for a predicted name would name no pod. Sources: the Kubernetes job
+controller (``podGenerateNameWithIndex`` gives ``generateName`` ``{job}-{index}-``), the
+ReplicaSet controller (``generateName`` ``{replicaset}-``), JobSet (its child Jobs), and
+kubeflow/mpi-operator v2 (the launcher is a batch Job)."""
+
+
 def predicted_pod(
     exp: Expansion, tmpl: Template, index: int, make: Callable[..., PodInfo]
 ) -> PodInfo:
-    """One pod of ``tmpl`` as :class:`PodInfo` (through ``make``, the reader's converter)."""
+    """One pod of ``tmpl`` as :class:`PodInfo` (through ``make``, the reader's converter),
+    marked as predicted by its workload, and whether its name is the one its controller will
+    give it (:data:`NAMES_KNOWN`)."""
     name = tmpl.names[index]
     pod = make(
         name=name,
@@ -428,6 +464,10 @@ def predicted_pod(
         workload_labels=exp.labels,
     )
     pod.role_hint = tmpl.role
+    pod.predicted_by = f"{exp.obj.display_kind} {exp.obj.key}"
+    kind = (exp.obj.group, exp.obj.kind)
+    pod.name_known = kind in NAMES_KNOWN
+    pod.name_rule = NAMES_KNOWN.get(kind) or NAMES_CHOSEN.get(kind, "")
     if exp.group is not None:
         pod.group = GroupRef(_workload_system(exp.obj), exp.obj.name)
     return pod

@@ -396,7 +396,7 @@ def test_a_node_label_that_is_not_an_integer_matches_nothing(
     assert admitted == {"g": False, "h": True}
     verified = run("verify", "i.yaml", "plan.yaml")
     assert verified.exit_code == 0, verified.output
-    assert verified.stdout.endswith("plan is valid\n")
+    assert verified.stdout.endswith("plan is valid for i.yaml\n")
 
 
 # --------------------------------------------------------------------------- schema

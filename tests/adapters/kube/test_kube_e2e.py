@@ -20,7 +20,10 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
+from click.testing import CliRunner
 
+from gangplan.adapters.cli import main
 from gangplan.adapters.files import load_snapshot, write_snapshot
 from gangplan.adapters.kube.bindings import (
     DEVICE_ANNOTATION,
@@ -30,6 +33,7 @@ from gangplan.adapters.kube.bindings import (
     bind_requests,
     bindings_document,
     dump_bindings,
+    select_bindings,
 )
 from gangplan.adapters.kube.read import KubeOptions, KubeRead, read_kube
 from gangplan.adapters.kube.summary import REASON_GROUP_MISSING, REASON_POD_FINISHED
@@ -151,7 +155,17 @@ def test_plan_passes_the_verifier(read: KubeRead, plan: Plan) -> None:
 def test_bindings_pass_the_schema_and_come_after_their_annotation(
     read: KubeRead, plan: Plan
 ) -> None:
-    items = bindings_document(read.snapshot, plan)
+    # llm-train's pods name the volcano scheduler: by default they are withheld, so 4 of
+    # the 7 placed pods are bound (3 inference pods, the notebook), each with its devices
+    default = bindings_document(read.snapshot, plan)
+    assert sorted(i["metadata"]["name"] for i in default if i["kind"] == "Binding") == [
+        "infer-0",
+        "infer-1",
+        "infer-2",
+        "notebook",
+    ]
+    assert sum(1 for i in default if i["kind"] == "Pod") == 4
+    items = bindings_document(read.snapshot, plan, any_scheduler=True)
     bindings = [i for i in items if i["kind"] == "Binding"]
     patches = [i for i in items if i["kind"] == "Pod"]
     # 7 placed pods; 6 got devices (2 workers, 3 inference pods, the notebook)
@@ -248,19 +262,113 @@ def test_kube_binder_conflict(bound_to: str, ok: bool) -> None:
     assert out.ok is ok
 
 
-def test_predicted_pods_can_be_left_out(tmp_path: Path) -> None:
-    """A Volcano Job whose pods do not exist yet: its bindings name the pods the job
-    controller will create ({job}-{task}-{i}); existing_only leaves them out."""
-    (tmp_path / "d.yaml").write_text(
-        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
-        "status: {allocatable: {cpu: '8'}, conditions: [{type: Ready, status: 'True'}]}\n"
-        "---\napiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: j}\n"
-        "spec:\n  tasks:\n  - name: t\n    replicas: 2\n    template:\n      spec:\n"
-        "        containers: [{name: c, resources: {requests: {cpu: '1'}}}]\n"
+NODE = (
+    "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+    "status: {allocatable: {cpu: '64'}, conditions: [{type: Ready, status: 'True'}]}\n"
+)
+CONTAINERS = "containers: [{name: c, resources: {requests: {cpu: '1'}}}]"
+
+
+def _workload(api: str, kind: str, name: str, spec: str) -> str:
+    return f"---\napiVersion: {api}\nkind: {kind}\nmetadata: {{name: {name}}}\nspec:\n{spec}"
+
+
+BINDING_DUMP = (
+    NODE
+    # a pod of the dump, of the default scheduler, and one of volcano
+    + "---\napiVersion: v1\nkind: Pod\nmetadata: {name: real}\nspec: {"
+    + CONTAINERS
+    + "}\n"
+    + "---\napiVersion: v1\nkind: Pod\nmetadata: {name: theirs}\n"
+    "spec: {schedulerName: volcano, "
+    + CONTAINERS
+    + "}\n"
+    # workloads without pods: names the controller chooses (Deployment, batch Job) or
+    # knows (StatefulSet; a Volcano Job, whose pods name the volcano scheduler)
+    + _workload(
+        "apps/v1",
+        "Deployment",
+        "web",
+        "  replicas: 2\n  selector: {matchLabels: {a: b}}\n  template:\n"
+        "    metadata: {labels: {a: b}}\n    spec: {" + CONTAINERS + "}\n",
     )
+    + _workload(
+        "batch/v1",
+        "Job",
+        "batch",
+        "  completionMode: Indexed\n  completions: 2\n  parallelism: 2\n  template:\n"
+        "    spec: {restartPolicy: Never, " + CONTAINERS + "}\n",
+    )
+    + _workload(
+        "apps/v1",
+        "StatefulSet",
+        "db",
+        "  replicas: 2\n  serviceName: db\n  selector: {matchLabels: {s: t}}\n  template:\n"
+        "    metadata: {labels: {s: t}}\n    spec: {" + CONTAINERS + "}\n",
+    )
+    + _workload(
+        "batch.volcano.sh/v1alpha1",
+        "Job",
+        "j",
+        "  tasks:\n  - name: t\n    replicas: 2\n    template:\n      spec: {" + CONTAINERS + "}\n",
+    )
+)
+
+
+def test_bindings_only_for_pods_a_cluster_can_take(tmp_path: Path) -> None:
+    """Every gang is planned (64 cpu hold all 10 pods), but a Binding names a pod that
+    exists, of a scheduler that is not another's, unless asked: a Deployment's and a batch
+    Job's pods get random names, so they are never bound; a StatefulSet's and a Volcano
+    Job's pods are bound under their controller's names with --include-predicted (the
+    Volcano Job's only with --bind-any-scheduler too, as the pod 'theirs')."""
+    (tmp_path / "d.yaml").write_text(BINDING_DUMP)
     snap: Snapshot = read_kube([tmp_path / "d.yaml"]).snapshot
-    assert snap.metadata["kubernetes"]["predicted_gangs"] == ["default/j"]
     p = solve_cycle(snap, config=SolverConfig(time_limit_s=10)).plan
-    names = sorted(i["metadata"]["name"] for i in bindings_document(snap, p))
-    assert names == ["j-t-0", "j-t-1"]
-    assert bindings_document(snap, p, existing_only=True) == []
+    assert all(o.admitted for o in p.gangs) and len(p.pods) == 10
+
+    def bound(**kw: bool) -> list[str]:
+        docs = bindings_document(snap, p, **kw)
+        return sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Binding")
+
+    assert bound() == ["real"]
+    assert bound(include_predicted=True) == ["db-0", "db-1", "real"]
+    assert bound(any_scheduler=True) == ["real", "theirs"]
+    assert bound(include_predicted=True, any_scheduler=True) == [
+        "db-0",
+        "db-1",
+        "j-t-0",
+        "j-t-1",
+        "real",
+        "theirs",
+    ]
+    withheld = {w.gang: w for w in select_bindings(snap, p).withheld}
+    assert sorted(withheld) == [
+        "default/batch-0",
+        "default/batch-1",
+        "default/db-0",
+        "default/db-1",
+        "default/j",
+        "default/theirs",
+        "default/web-0",
+        "default/web-1",
+    ]
+    assert "names cannot be known" in withheld["default/web-0"].reason
+    assert "random suffix" in withheld["default/batch-0"].reason
+    assert "--include-predicted" in withheld["default/db-0"].reason
+    assert "'volcano'" in withheld["default/theirs"].reason
+
+
+def test_solve_bindings_warns_naming_the_gangs_it_withholds(tmp_path: Path) -> None:
+    (tmp_path / "d.yaml").write_text(BINDING_DUMP)
+    out = tmp_path / "c.yaml"
+    conv = CliRunner().invoke(main, ["convert", "k8s", str(tmp_path / "d.yaml"), "-o", str(out)])
+    assert conv.exit_code == 0, conv.output
+    r = CliRunner().invoke(main, ["solve", str(out), "--placer", "greedy", "--format", "bindings"])
+    assert r.exit_code == 0, r.output
+    docs = list(yaml.safe_load_all(r.stdout))
+    assert [d["metadata"]["name"] for d in docs] == ["real"]
+    assert (
+        "warning: no Binding for 1 placed pod of 1 gang (default/theirs): its pods name the "
+        "scheduler 'volcano'" in r.stderr
+    )
+    assert "no Binding for 2 placed pods of 2 gangs (default/db-0, default/db-1)" in r.stderr

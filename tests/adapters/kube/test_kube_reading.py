@@ -631,6 +631,9 @@ def test_pod_names_taken_in_a_namespace_drop_the_later_gang(tmp_path: Path) -> N
         "roles[0].pod_names: pod name default/t-worker-1 is also used by gang default/t "
         "(pod names must be unique in a namespace)"
     )
-    # only the gangs kept are listed as predicted from workloads (j's pods, without a Kueue
-    # queue label, are independent pods, not a gang)
-    assert s.metadata["kubernetes"]["predicted_gangs"] == ["default/t"]
+    # only the gangs kept are listed as predicted from workloads: t, and j-1 (j's pods,
+    # without a Kueue queue label, are independent pods, each a gang of one, predicted too:
+    # none of them is in the dump, so none gets a Binding by default)
+    assert s.metadata["kubernetes"]["predicted_gangs"] == ["default/j-1", "default/t"]
+    assert s.metadata["kubernetes"]["predicted_by"]["default/j-1"]["names_known"] is False
+    assert s.metadata["kubernetes"]["predicted_by"]["default/t"]["names_known"] is True
