@@ -11,9 +11,11 @@ message`` line); otherwise what cannot be read is listed and the rest converted.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from gangplan.adapters.cli.common import (
     OUTPUT,
@@ -27,9 +29,51 @@ from gangplan.adapters.files import dump_data, write_text_atomically
 from gangplan.adapters.kube.read import KubeOptions, read_kube
 from gangplan.adapters.kube.summary import REASON_INVALID, REASON_NOT_AN_OBJECT
 from gangplan.adapters.kube.topology import PRESETS, TEMPLATES
-from gangplan.models import instance_from_snapshot
+from gangplan.models import Snapshot, instance_from_snapshot
 
 __all__ = ["k8s"]
+
+
+_BASE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+
+
+def _unadvertised(snap: Snapshot, resource: str, option: str) -> tuple[str, list[str]] | None:
+    """When nodes exist but none advertises ``resource``: a message naming the extended
+    resources they do advertise (and on how many nodes), and those names; else None."""
+    if not snap.nodes or any(resource in n.allocatable for n in snap.nodes):
+        return None
+    counts: Counter[str] = Counter(
+        r
+        for n in snap.nodes
+        for r in n.allocatable
+        if r not in _BASE_RESOURCES and not r.startswith("hugepages-")
+    )
+    names = ", ".join(f"{r} ({k} node{'s' if k != 1 else ''})" for r, k in sorted(counts.items()))
+    message = (
+        f"{option} {resource!r}: no node of the dump advertises it; "
+        f"the nodes advertise {names or 'no extended resource'}"
+    )
+    return message, sorted(counts)
+
+
+def _check_resource_options(snap: Snapshot, gpu_resource: str, nic_resource: str) -> None:
+    """A GPU or NIC resource name given on the command line that no node advertises is an
+    error (a typo would silently turn every GPU into an ordinary resource); the default GPU
+    name absent while nodes advertise another ``*gpu*`` resource is a warning.
+
+    Raises:
+        UserError: a resource option given that no node advertises.
+    """
+    ctx = click.get_current_context()
+    for option, name in (("gpu_resource", gpu_resource), ("nic_resource", nic_resource)):
+        found = _unadvertised(snap, name, f"--{option.replace('_', '-')}")
+        if found is None:
+            continue
+        message, advertised = found
+        if ctx.get_parameter_source(option) is not ParameterSource.DEFAULT:
+            raise UserError([message])
+        if option == "gpu_resource" and any("gpu" in r.lower() for r in advertised):
+            echo_warnings([f"{message}; name the GPU resource with --gpu-resource"])
 
 
 @convert.command("k8s")
@@ -108,6 +152,7 @@ def k8s(
     with user_errors():
         result = read_kube(list(dump), options)
     snap = result.snapshot
+    _check_resource_options(snap, gpu_resource, nic_resource)
     if strict:
         bad = [
             e for e in result.summary.skipped if e.reason in (REASON_INVALID, REASON_NOT_AN_OBJECT)

@@ -38,7 +38,9 @@ from gangplan.adapters.kube.pods import (
 from gangplan.adapters.kube.priorities import Priorities
 from gangplan.adapters.kube.summary import (
     REASON_ASSUMED,
+    REASON_DELETING,
     REASON_FIELD_IGNORED,
+    REASON_GATED,
     REASON_INVALID,
     REASON_NOT_MAPPED,
     REASON_OTHER_SCHEDULER,
@@ -57,6 +59,7 @@ __all__ = [
     "LABEL_KOORD_GROUP",
     "LABEL_KUEUE_POD_GROUP",
     "LABEL_PLUGINS_GROUP",
+    "OWN_GATE",
     "PodReader",
     "group_what",
 ]
@@ -78,6 +81,9 @@ ANN_KUEUE_UNMAPPED = (
     "kueue.x-k8s.io/podset-group-name",
 )
 ANN_HIVED = "hivedscheduler.microsoft.com/pod-scheduling-spec"
+OWN_GATE = "gangplan.io/placement"
+"""gangplan's own scheduling gate: a pod that carries only this one is planned (gangplan
+removes it when it places the pod)"""
 ROLE_LABELS = (
     "volcano.sh/task-spec",
     "training.kubeflow.org/replica-type",
@@ -235,6 +241,16 @@ class PodReader:
         if obj.model.spec is None:
             summary.skip_object(obj, REASON_INVALID, "spec: required field is missing")
             return None
+        if not obj.model.spec.node_name:
+            if meta.deletion_timestamp is not None:
+                summary.skip_object(
+                    obj, REASON_DELETING, f"metadata.deletionTimestamp {meta.deletion_timestamp}"
+                )
+                return None
+            gates = [g.name for g in obj.model.spec.scheduling_gates or [] if g.name != OWN_GATE]
+            if gates:
+                summary.skip_object(obj, REASON_GATED, f"spec.schedulingGates {gates}")
+                return None
         try:
             pod = self.info(
                 name=obj.name,

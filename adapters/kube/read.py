@@ -75,7 +75,7 @@ from gangplan.adapters.kube.summary import ReadSummary
 from gangplan.adapters.kube.topology import OptionError, load_template, parse_topology_labels
 from gangplan.models import DeviceLayout, Level, Snapshot
 
-__all__ = ["KubeInputError", "KubeOptions", "KubeRead", "read_kube"]
+__all__ = ["KubeInputError", "KubeOptions", "KubeRead", "joint_without_layout", "read_kube"]
 
 
 @dataclass
@@ -86,7 +86,33 @@ class KubeRead:
     summary: ReadSummary
 
     def warnings(self) -> list[str]:
-        return self.snapshot.warnings()
+        """The snapshot's warnings, and what would stop gangs from being placed that an
+        option can fix (joint allocation with no device layout: ``--device-layout``)."""
+        return [*self.snapshot.warnings(), *joint_without_layout(self.snapshot)]
+
+
+def joint_without_layout(snapshot: Snapshot) -> list[str]:
+    """A warning when gangs ask joint GPU/NIC allocation (Koordinator's
+    ``device-joint-allocate`` with a required scope) for pods with NICs but no node has a
+    device layout: no placement can give them NICs under the GPUs' PCIe switch or NUMA node."""
+    s = snapshot
+    if any(n.has_device_topology for n in s.nodes):
+        return []
+    asking = [
+        g.key
+        for g in s.gangs
+        if g.joint != "none" and any(r.requests.get(s.nic, 0) for r in g.roles)
+    ]
+    if not asking:
+        return []
+    names = ", ".join(asking[:3]) + (f" and {len(asking) - 3} more" if len(asking) > 3 else "")
+    return [
+        f"{len(asking)} gang{'s' if len(asking) != 1 else ''} ({names}) "
+        f"ask{'' if len(asking) != 1 else 's'} joint GPU/NIC "
+        "allocation, but no node has a device layout (a Koordinator Device or "
+        "--device-layout), so none can be placed: give the nodes' layout with --device-layout "
+        "(a template: hgx8, pcie4; or a DeviceLayout file)"
+    ]
 
 
 def read_kube(paths: Iterable[str | Path], options: KubeOptions | None = None) -> KubeRead:

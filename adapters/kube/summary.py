@@ -25,9 +25,11 @@ from typing import Protocol
 
 __all__ = [
     "REASON_ASSUMED",
+    "REASON_DELETING",
     "REASON_DUPLICATE",
     "REASON_FIELD_IGNORED",
     "REASON_GANG_INCOMPLETE",
+    "REASON_GATED",
     "REASON_GROUP_MISSING",
     "REASON_INVALID",
     "REASON_KIND_NOT_READ",
@@ -57,6 +59,11 @@ REASON_NODE_MISSING = "names a node that is not in the dump"
 REASON_NO_PODS = "gang object without pods or a workload in the dump"
 REASON_READ_THROUGH_PODS = "workload read through its pods, which are in the dump"
 REASON_NOT_MAPPED = "not mapped to the gangplan model"
+REASON_DELETING = "pending pod being deleted (metadata.deletionTimestamp): kube-scheduler skips it"
+REASON_GATED = (
+    "pending pod held by another controller's scheduling gate: the API server refuses to bind "
+    "a gated pod"
+)
 REASON_FIELD_IGNORED = "field ignored"
 REASON_ASSUMED = "value assumed"
 

@@ -40,6 +40,7 @@ file holding one ``DeviceLayout``) given to every node whose GPU count matches i
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -179,6 +180,15 @@ def parse_topology_labels(value: str) -> tuple[Level, ...]:
     if value in PRESETS:
         return tuple(Level(name=n, node_label=k) for n, k in PRESETS[value])
     entries = [e.strip() for e in value.split(",")]
+    if value and len(entries) == 1 and "=" not in value and "/" not in value:
+        # one word that is no preset: a typo of one far more often than a bare label key
+        close = difflib.get_close_matches(value, list(PRESETS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise OptionError(
+            f"--topology-labels {value!r}: not a preset ({', '.join(PRESETS)}) and not a node "
+            "label key with a prefix (e.g. example.com/rack); a key without a prefix needs its "
+            f"level named, e.g. 'rack={value}'{hint}"
+        )
     if not value or any(not e for e in entries):
         raise OptionError(
             f"--topology-labels {value!r}: give a preset ({', '.join(PRESETS)}) or node label "
