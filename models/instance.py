@@ -499,9 +499,80 @@ def load_instance(data: Any) -> tuple[Snapshot, list[str]]:
     try:
         inst = InstanceFile.model_validate(data)
     except ValidationError as err:
-        raise InstanceError(validation_problems(err, InstanceFile)) from None
+        problems = validation_problems(err, InstanceFile)
+        seen = {p.path for p in problems}
+        refs = [p for p in _raw_reference_problems(data) if p.path not in seen]
+        raise InstanceError(problems + refs) from None
     snap = inst.to_snapshot()
     return snap, snap.warnings()
+
+
+def _names(data: dict[str, Any], section: str) -> list[str] | None:
+    """The ``name`` of every item of a list section, or None if the section cannot be read
+    (not a list, or an item without a string name: then no reference to it is judged)."""
+    items = data.get(section, [])
+    if not isinstance(items, list):
+        return None
+    names = [i.get("name") if isinstance(i, dict) else None for i in items]
+    return (
+        [n for n in names if isinstance(n, str)] if all(isinstance(n, str) for n in names) else None
+    )
+
+
+def _items(data: dict[str, Any], section: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    items = data.get(section, [])
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, dict):
+            yield i, item
+
+
+def _raw_reference_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    """References to an unknown queue, level or node, judged on the raw data when some field
+    of the file is invalid (so that one run reports both), wherever the names referred to can
+    still be read; the same messages as the checks of a valid file (:mod:`.checks`)."""
+    queues, levels = _names(data, "queues"), _names(data, "levels")
+    nodes = _names(data, "nodes") if not data.get("node_pools") else None
+    declared = ", ".join(map(repr, queues or [])) or "none declared"
+    accepted = ", ".join(map(repr, [*(levels or []), "node"]))
+
+    def level(value: Any, path: str) -> Iterator[Problem]:
+        if levels is not None and isinstance(value, str) and value not in {*levels, "node"}:
+            yield Problem(path, f"unknown level {value!r} (accepted: {accepted})")
+
+    def queue(value: Any, path: str) -> Iterator[Problem]:
+        if queues is not None and isinstance(value, str) and value not in queues:
+            yield Problem(path, f"unknown queue {value!r} (declared: {declared})")
+
+    for i, gang in _items(data, "gangs"):
+        yield from queue(gang.get("queue"), f"gangs[{i}].queue")
+        roles = gang.get("roles")
+        places = [(f"gangs[{i}].topology", gang.get("topology"))] + [
+            (f"gangs[{i}].roles[{j}].topology", r.get("topology"))
+            for j, r in enumerate(roles if isinstance(roles, list) else [])
+            if isinstance(r, dict)
+        ]
+        for where, tc in places:
+            for kind in ("required", "preferred"):
+                if isinstance(tc, dict):
+                    yield from level(tc.get(kind), f"{where}.{kind}")
+    for i, node in _items(data, "nodes"):
+        domains = node.get("domains")
+        for key in domains if isinstance(domains, dict) and levels is not None else ():
+            if key not in levels:
+                known = ", ".join(map(repr, levels))
+                yield Problem(
+                    f"nodes[{i}].domains.{key}", f"unknown level {key!r} (accepted: {known})"
+                )
+    for i, pod in _items(data, "running"):
+        yield from queue(pod.get("queue"), f"running[{i}].queue")
+        host = pod.get("node")
+        if nodes is not None and isinstance(host, str) and host not in nodes:
+            shown = ", ".join(map(repr, nodes[:8])) + (
+                f", ... ({len(nodes)} in all)" if len(nodes) > 8 else ""
+            )
+            yield Problem(
+                f"running[{i}].node", f"unknown node {host!r} (declared: {shown or 'none'})"
+            )
 
 
 def instance_from_snapshot(snapshot: Snapshot) -> dict[str, Any]:

@@ -211,6 +211,33 @@ BAD_FILES = [
         [("", "the file is empty")],
         id="empty-file",
     ),
+    pytest.param(
+        # field problems and reference problems in one run: the queue, level and node
+        # names referred to can still be read, although two fields are invalid
+        HEAD + "levels: [{name: leaf}]\n"
+        "nodes: [{name: n1, domains: {rack: r1}, allocatable: {cpu: two}}]\n"
+        "queues: [{name: q}]\n"
+        "gangs: [{name: g, queue: nope, topology: {required: spine}, "
+        "roles: [{name: w, count: 0}]}]\n"
+        "running: [{name: r, node: n9, queue: q2, requests: {cpu: 1}}]\n",
+        [
+            ("nodes[0].allocatable", "'two' is not a Kubernetes quantity"),
+            ("gangs[0].roles[0].count", "greater than 0"),
+            ("gangs[0].queue", "unknown queue 'nope' (declared: 'q')"),
+            ("gangs[0].topology.required", "unknown level 'spine' (accepted: 'leaf', 'node')"),
+            ("nodes[0].domains.rack", "unknown level 'rack' (accepted: 'leaf')"),
+            ("running[0].queue", "unknown queue 'q2' (declared: 'q')"),
+            ("running[0].node", "unknown node 'n9' (declared: 'n1')"),
+        ],
+        id="references-with-field-problems",
+    ),
+    pytest.param(
+        # the queues cannot be read (one has no name): no queue reference is judged
+        HEAD + "queues: [{weight: 1}]\ngangs: [{name: g, queue: nope, "
+        "roles: [{name: w, count: 1}]}]\n",
+        [("queues[0].name", "required field is missing")],
+        id="references-unreadable-not-judged",
+    ),
 ]
 
 
