@@ -1,0 +1,40 @@
+"""The README and docs/ speak to a reader of the repository: no reference they cannot
+follow (an issue number, the team's notes, "these machines"), and the name rules stated."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# docs/solver.md is kept by the solver's authors; its two remaining references are listed
+# in the report of the change that added this test, not fixed here
+DOCS = [
+    ROOT / "README.md",
+    *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "solver.md"),
+]
+
+INTERNAL = [
+    r"\b[Ii]ssue \d+",
+    r"\b[Ii]ssue \d+'s",
+    r"SOLVER-NOTES",
+    r"\bthese (2-core )?machines\b",
+    r"\bdesign card\b",
+    r"\ba later issue\b",
+    r"\b(STYLE|TEAM|DESIGN)\.md\b",
+]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_no_reference_a_reader_cannot_follow(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    found = [m.group(0) for pattern in INTERNAL for m in re.finditer(pattern, text)]
+    assert found == [], f"{doc.name}: {found}"
+
+
+def test_the_instance_format_states_the_name_rules() -> None:
+    text = (ROOT / "docs" / "instance-format.md").read_text(encoding="utf-8")
+    assert "RFC 1123 DNS subdomains" in text and "lowercase" in text
+    assert "at most 253 characters" in text
