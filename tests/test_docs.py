@@ -20,7 +20,7 @@ INTERNAL = [
     r"\b[Ii]ssue \d+",
     r"\b[Ii]ssue \d+'s",
     r"SOLVER-NOTES",
-    r"\bthese (2-core )?machines\b",
+    r"\b(these|this) (2-core )?machines?\b",
     r"\bdesign card\b",
     r"\ba later issue\b",
     r"\b(STYLE|TEAM|DESIGN)\.md\b",
