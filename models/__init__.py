@@ -39,6 +39,7 @@ from gangplan.models.plan import (
     Plan,
     PlanSummary,
     PodPlacement,
+    ReasonFamily,
     TierReport,
 )
 from gangplan.models.quantity import QuantityError, ResourceList, format_quantity, parse_quantity
@@ -93,6 +94,7 @@ __all__ = [
     "Problem",
     "QuantityError",
     "Queue",
+    "ReasonFamily",
     "ResourceList",
     "ResourceNames",
     "Role",

@@ -21,24 +21,79 @@ __all__ = [
     "Plan",
     "PlanSummary",
     "PodPlacement",
+    "ReasonFamily",
     "TierReport",
 ]
 
 PendingKind = Literal["never_fits", "blocked", "lost"]
 
+ReasonFamily = Literal[
+    "no_nodes",
+    "not_ready",
+    "selector",
+    "affinity",
+    "taint",
+    "gpu_model",
+    "joint",
+    "resource",
+    "capacity",
+    "topology",
+    "fragmentation",
+    "queue_max",
+    "exact_check",
+    "lost",
+]
+"""The constraint family that keeps a gang pending (see :class:`PendingReason`)."""
+
 
 class PendingReason(Frozen):
-    """Why a gang stays pending, in one of DESIGN.md's three classes.
+    """Why a gang stays pending, in one of the three classes of docs/design.md, with the constraint
+    that binds and its numbers, for a person (``message``) and for a program (the fields).
 
-    ``never_fits``: not even on the empty cluster within its queue's max.
+    ``kind`` — ``never_fits``: not even on the empty cluster within its queue's max;
     ``blocked``: it would fit the empty cluster, but not what running pods leave, or its
-    queue's headroom. ``lost``: it could fit now, but other gangs took the room this cycle.
-    ``message`` names the binding constraint and the numbers, e.g. "needs 16 H100 GPUs
-    inside one leaf; the largest free leaf has 12".
+    queue's headroom; ``lost``: it could fit now, but other gangs took the room this cycle.
+
+    ``family`` — the constraint:
+
+    - ``no_nodes``: the cluster has none; ``not_ready``: every node not Ready or cordoned;
+    - ``selector``: no node has the label ``label`` (``key=value``) its node selector asks;
+      ``affinity``: no node matches its required node affinity; ``taint``: every node it
+      selects has the taint ``label`` (``key=value:Effect``) no toleration matches;
+      ``gpu_model``: no node of the GPU models ``label`` accepts; ``joint``: no node with a
+      device layout for joint GPU/NIC allocation;
+    - ``resource``: no node has ``needed`` of ``resource`` for one pod of ``role``
+      (``available``: the most any node has);
+    - ``capacity``: ``role`` has room for ``available`` of the ``needed`` pods it must have
+      (``resource`` runs out first); without ``role``, an elastic gang's pods in all;
+    - ``fragmentation``: enough whole GPUs in all, but too few together on one node: room for
+      ``available`` of the ``needed`` pods of ``role``;
+    - ``topology``: no domain of ``level`` holds the gang; the largest, ``domain``, holds
+      ``available`` of its ``needed`` pods;
+    - ``queue_max``: its queue ``queue`` caps ``resource``; the gang needs ``needed``,
+      ``available`` is left;
+    - ``exact_check``: every role fits on its own, an exact check of the gang alone says
+      they do not fit together;
+    - ``lost``: others took the room; ``lost_to``: the gangs that took it (at most 10,
+      highest priority first).
+
+    Amounts are in base units (milli-CPU, bytes, milli-GPU), as in the snapshot.
+    ``message`` names the binding constraint and the numbers in words, e.g. "role
+    'giant': no node has more than 8 GPUs (each pod asks 40)".
     """
 
     kind: PendingKind
     message: str
+    family: ReasonFamily | None = None
+    role: str | None = None
+    resource: str | None = None
+    needed: int | None = None
+    available: int | None = None
+    level: str | None = None
+    domain: str | None = None
+    queue: str | None = None
+    label: str | None = None
+    lost_to: tuple[str, ...] | None = None
 
 
 class GangOutcome(Frozen):

@@ -1,5 +1,5 @@
-"""Why a gang stays pending: the three classes of ``docs/design.md``, with the binding
-constraint and numbers.
+"""Why a gang stays pending: the three classes of ``docs/design.md``, with the constraint
+that binds, its culprit and its numbers.
 
 ``never_fits``
     not even on the empty cluster (allocatable, no running pods) within its queue's max;
@@ -9,12 +9,32 @@ constraint and numbers.
 ``lost``
     it fits what running pods leave, but gangs placed this cycle took the room.
 
-Reasons come from capacity bounds, which are cheap: per role, how many pods fit each
-candidate node (by trial with the same device rules as the baselines), summed per domain.
-For a gang of one role these bounds are exact. For gangs of several roles sharing nodes
-the sum over roles is a relaxation: when it says "fits", :func:`explain_pending` may ask an
-exact check (a callback, the CP-SAT model of the gang alone, spending at most its budget);
-without one, such a gang is reported as ``lost`` and the message says the check was a bound.
+Each reason names the culprit, not a count: the node-selector label no node has, the taint
+no toleration matches, the role whose pod fits no node and by which resource ("role
+'giant': no node has more than 8 GPUs (each pod asks 40)"), the largest domain of a required
+level, the gangs that took the room. It is structured too (:class:`~gangplan.models.PendingReason`:
+``family``, ``role``, ``resource``, ``needed``, ``available``, ``level``, ``domain``,
+``queue``, ``label``, ``lost_to``), so a controller can act on it.
+
+The order of the checks, per state (the empty cluster, then what running pods leave):
+
+1. the queue's max (or headroom) against the least the gang can ask;
+2. per role that must have pods, the nodes it may use at all: readiness, then the node
+   selector's labels, the required node affinity, taints, GPU models, a device layout for
+   joint allocation, a domain at its required level — the first filter that leaves no node
+   is the culprit;
+3. per such role and resource, the most any node it may use has, against one pod's ask;
+4. per role, how many of its pods fit (each node's room by trial with the same device rules
+   as the placers), summed per domain of a required level: every role must reach its own
+   minimum in one domain, the gang its minimum size. Rooms are per role and never mixed.
+   For one role this bound is exact. For several roles sharing nodes the sum is a
+   relaxation: when it says "fits", an exact check (a callback, the CP-SAT model of the gang
+   alone, within a budget) may say it does not.
+
+Scale: gangs that agree on everything the checks read (shape, queue, priority, constraints;
+not the name) form one class, explained once; rooms are cached per pod shape and candidate
+set, the maxima per candidate set, and the gangs that took a class's nodes per shape. No
+check runs per gang and per node.
 """
 
 from __future__ import annotations
@@ -22,204 +42,348 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from gangplan.models import GPU_MILLI, Gang, PendingReason, PodPlacement, Role, Snapshot
 from gangplan.models.quantity import format_quantity
 from gangplan.solver.context import CycleContext
 from gangplan.solver.state import ClusterState
-from gangplan.topology import NODE_LEVEL
+from gangplan.topology import NODE_LEVEL, Domain
 
-__all__ = ["ExactCheck", "explain_pending"]
+__all__ = ["LOST_TO_LISTED", "ExactCheck", "class_key", "explain_pending"]
 
 ExactCheck = Callable[[Gang, bool, float], bool | None]
 """``check(gang, empty, seconds)``: True if the gang alone fits (the empty cluster when
 ``empty``, else what running pods leave), False if not, None if undecided in time."""
 
+LOST_TO_LISTED = 10
+"""``lost_to`` names at most this many gangs (highest priority first, then by name)."""
 
-def _describe_pod(snapshot: Snapshot, role: Role) -> str:
-    gpu = role.requests.get(snapshot.gpu, 0)
-    if gpu >= GPU_MILLI:
-        return f"{gpu // GPU_MILLI} GPU{'s' if gpu > GPU_MILLI else ''}"
+
+# --------------------------------------------------------------------------- words
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _amount(s: Snapshot, res: str, amount: int) -> str:
+    """An amount in a person's unit: ``8 GPUs``, ``500 milli-GPU``, ``2 NICs``, ``4Gi memory``."""
+    if res == s.gpu:
+        if amount % GPU_MILLI == 0:
+            return _plural(amount // GPU_MILLI, "GPU")
+        return f"{amount} milli-GPU"
+    if res == s.nic:
+        return _plural(amount // GPU_MILLI, "NIC")
+    return f"{format_quantity(res, amount)} {res}"
+
+
+def _describe_pod(s: Snapshot, role: Role) -> str:
+    gpu = role.requests.get(s.gpu, 0)
     if gpu:
-        return f"{gpu} milli-GPU"
-    parts = [f"{format_quantity(r, v)} {r}" for r, v in sorted(role.requests.items()) if v]
+        return _amount(s, s.gpu, gpu)
+    parts = [_amount(s, r, v) for r, v in sorted(role.requests.items()) if v and r != "pods"]
     return ", ".join(parts[:2]) or "no resources"
 
 
-def _describe_gang(snapshot: Snapshot, gang: Gang, pods: int) -> str:
-    gpus = sum(r.requests.get(snapshot.gpu, 0) * r.count for r in gang.roles)
-    shapes = ", ".join(f"{r.count} x {_describe_pod(snapshot, r)}" for r in gang.roles)
-    models = f" {'/'.join(gang.gpu_models)}" if gang.gpu_models else ""
-    noun = "pod" if pods == 1 else "pods"
-    if gpus >= GPU_MILLI:
-        return f"{pods} {noun} ({shapes}; {gpus / GPU_MILLI:g}{models} GPUs at full size)"
-    return f"{pods} {noun} ({shapes})"
-
-
-@dataclass
-class _Fit:
-    ok: bool
-    message: str
-
-
-class _Capacity:
-    """Per-node pod capacity of role shapes in one cluster state, cached by shape."""
-
-    def __init__(self, ctx: CycleContext, state: ClusterState):
-        self.ctx = ctx
-        self.state = state
-        self._cache: dict[tuple[object, ...], dict[str, int]] = {}
-
-    def per_node(self, gang: Gang, role: Role) -> dict[str, int]:
-        key = (
-            tuple(sorted(role.requests.items())),
-            gang.joint,
-            tuple(sorted(role.node_selector.items())),
-            role.node_affinity,
-            role.tolerations,
-            gang.gpu_models,
-            gang.topology,
-            role.topology,
-        )
-        if key not in self._cache:
-            cands = self.state.candidates(gang, role)
-            caps = {n: self.state.pod_capacity(gang, role, n, role.count) for n in cands}
-            self._cache[key] = {n: c for n, c in caps.items() if c > 0}
-        return self._cache[key]
-
-
-def _why_no_candidates(ctx: CycleContext, gang: Gang, role: Role) -> str:
-    s = ctx.snapshot
-    counts: Counter[str] = Counter()
-    for node in s.nodes:
-        if not node.ready or node.unschedulable:
-            counts["not Ready or unschedulable"] += 1
-        elif not role.admits(node):
-            counts["its node selector, affinity or taints"] += 1
-        elif (
-            gang.gpu_models
-            and role.requests.get(s.gpu, 0)
-            and node.gpu_model not in gang.gpu_models
-        ):
-            counts[f"GPU model (accepts {'/'.join(gang.gpu_models)})"] += 1
-        elif gang.joint != "none" and role.requests.get(s.nic, 0) and not node.has_device_topology:
-            counts["no declared PCIe layout for joint allocation"] += 1
-        else:
-            counts["no domain at its required level"] += 1
-    if not s.nodes:
-        return "the cluster has no nodes"
-    parts = ", ".join(f"{n} by {why}" for why, n in counts.most_common())
-    return f"no node can take role {role.name!r}: of {len(s.nodes)} nodes, {parts}"
-
-
-def _fit_alone(ctx: CycleContext, cap: _Capacity, gang: Gang, where: str) -> _Fit:
-    """Does the gang alone fit this state? Exact for one role; a bound for several."""
-    s = ctx.snapshot
-    per_role = {r.name: cap.per_node(gang, r) for r in gang.roles}
-    for r in gang.roles:
-        if gang.role_min(r) > 0 and not cap.state.candidates(gang, r):
-            return _Fit(False, _why_no_candidates(ctx, gang, r))
+def _describe_gang(s: Snapshot, gang: Gang) -> str:
+    """``3 pods (1 x 2 cpu, 4Gi memory, 2 x 40 GPUs; 80 GPUs at full size)``: its minimum."""
     need = gang.min_size
-    level = gang.topology.required if gang.topology else None
-    domains: list[tuple[str, frozenset[str]]]
-    if level is None:
-        domains = [("the cluster", frozenset(s.node_by_name))]
-    elif level == NODE_LEVEL:
-        domains = [(n, frozenset([n])) for n in s.node_by_name]
-    else:
-        domains = [(d.name, ctx.topo.nodes_in(d)) for d in ctx.topo.domains_at(level)]
-    best_total, best_name = -1, ""
-    for name, members in domains:
-        total = 0
-        ok = True
-        for r in gang.roles:
-            n_r = min(r.count, sum(c for n, c in per_role[r.name].items() if n in members))
-            n_r = _role_level_cap(ctx, r, per_role[r.name], members, n_r)
-            if n_r < gang.role_min(r):
-                ok = False
-            total += n_r
-        if ok and total >= need:
-            return _Fit(True, "")
-        if total > best_total:
-            best_total, best_name = total, name
-    what = _describe_gang(s, gang, need)
-    if level is not None:
-        unit = "node" if level == NODE_LEVEL else level
-        even = " even with no pods running" if where == "empty" else ""
-        return _Fit(
-            False,
-            f"needs {what} inside one {unit}; the largest free {unit} ({best_name}) holds "
-            f"{max(best_total, 0)} of them{even}",
+    gpus = sum(r.requests.get(s.gpu, 0) * r.count for r in gang.roles)
+    shapes = ", ".join(f"{r.count} x {_describe_pod(s, r)}" for r in gang.roles)
+    models = f" {'/'.join(gang.gpu_models)}" if gang.gpu_models else ""
+    tail = f"; {gpus / GPU_MILLI:g}{models} GPUs at full size" if gpus >= GPU_MILLI else ""
+    return f"{_plural(need, 'pod')} ({shapes}{tail})"
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(k.removeprefix("default/") for k in keys[:3])
+    return shown + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
+# --------------------------------------------------------------------------- classes
+
+
+def class_key(gang: Gang) -> tuple[object, ...]:
+    """Everything the checks read of a gang, not its name: gangs with one key get one
+    reason (computed once)."""
+    roles = tuple(
+        (
+            r.name,
+            r.count,
+            r.min_member,
+            tuple(sorted(r.requests.items())),
+            tuple(sorted(r.node_selector.items())),
+            r.node_affinity,
+            r.tolerations,
+            r.topology,
         )
-    # not a topology limit: a resource no node has enough of, or capacity, or fragmentation
-    scarce = _scarce_resource(cap, gang)
-    if scarce is not None:
-        return _Fit(False, f"needs {what}; {scarce}")
-    gpu_pod = max((r.requests.get(s.gpu, 0) for r in gang.roles), default=0)
-    if gpu_pod >= GPU_MILLI:
-        free_gpus = sum(
-            sum(1 for m in cap.state.nodes[n].gpu_milli.values() if m == GPU_MILLI)
-            for n in {n for r in gang.roles for n in cap.state.candidates(gang, r)}
+        for r in gang.roles
+    )
+    return (
+        gang.queue,
+        gang.priority,
+        gang.min_member,
+        gang.topology,
+        gang.joint,
+        gang.gpu_models,
+        roles,
+    )
+
+
+def _static_key(s: Snapshot, gang: Gang, role: Role) -> tuple[object, ...]:
+    """What decides which nodes a role may use (as ``ClusterState.candidates``)."""
+    return (
+        tuple(sorted(role.node_selector.items())),
+        role.node_affinity,
+        role.tolerations,
+        gang.gpu_models if role.requests.get(s.gpu, 0) else (),
+        gang.joint != "none" and bool(role.requests.get(s.nic, 0)),
+        gang.topology.required if gang.topology else None,
+        role.topology.required if role.topology else None,
+    )
+
+
+def _shape_key(s: Snapshot, gang: Gang, role: Role) -> tuple[object, ...]:
+    """What decides a role's room on each node: its candidates, its requests, the joint
+    policy."""
+    return (_static_key(s, gang, role), tuple(sorted(role.requests.items())), gang.joint)
+
+
+@dataclass(frozen=True)
+class _Why:
+    """A failed check: the message and the structured fields of :class:`PendingReason`."""
+
+    message: str
+    family: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def reason(self, kind: str) -> PendingReason:
+        data: dict[str, Any] = {"kind": kind, "message": self.message, "family": self.family}
+        return PendingReason.model_validate({**data, **self.fields})
+
+
+# --------------------------------------------------------------------------- where a role may go
+
+
+def _label_hint(nodes: list[Any], key: str) -> str:
+    values = Counter(n.labels[key] for n in nodes if key in n.labels)
+    if not values:
+        return f"no node has the key {key}"
+    shown = ", ".join(f"{key}={v} ({c})" for v, c in values.most_common(3))
+    return f"nodes have {shown}" + (" and others" if len(values) > 3 else "")
+
+
+def _affinity_text(role: Role) -> str:
+    def expr(e: Any) -> str:
+        vals = f" {list(e.values)}" if e.values else ""
+        return f"{e.key} {e.operator}{vals}"
+
+    return " or ".join(
+        " and ".join(expr(e) for e in t.match_expressions) for t in role.node_affinity
+    )
+
+
+def _no_candidates(s: Snapshot, ctx: CycleContext, gang: Gang, role: Role) -> _Why:
+    """Why no node may take a pod of ``role``: the first filter (readiness, node selector,
+    affinity, taints, GPU model, joint layout, required level) that leaves no node."""
+    who = f"role {role.name!r}"
+    base = {"role": role.name}
+    if not s.nodes:
+        return _Why("the cluster has no nodes", "no_nodes", base)
+    kept = [n for n in s.nodes if n.ready and not n.unschedulable]
+    if not kept:
+        down = sum(1 for n in s.nodes if not n.ready)
+        return _Why(
+            f"none of the {_plural(len(s.nodes), 'node')} is Ready and schedulable ({down} not "
+            f"Ready, {len(s.nodes) - down} cordoned)",
+            "not_ready",
+            base,
         )
-        gpus_needed = (
-            sum(r.requests.get(s.gpu, 0) * gang.role_min(r) for r in gang.roles) // GPU_MILLI
-        )
-        nodes_ok = len({n for caps in per_role.values() for n in caps})
-        if free_gpus >= max(gpus_needed, need * gpu_pod // GPU_MILLI // max(1, len(gang.roles))):
-            return _Fit(
-                False,
-                f"needs {what}; {where} nodes have {free_gpus} whole GPUs but they are split: "
-                f"only {nodes_ok} node{'s' if nodes_ok != 1 else ''} can hold a "
-                f"{gpu_pod // GPU_MILLI}-GPU pod, room for {max(best_total, 0)} of its pods "
-                "(per-node fragmentation)",
+    for key, value in sorted(role.node_selector.items()):
+        having = [n for n in kept if n.labels.get(key) == value]
+        if not having:
+            down = sum(1 for n in s.nodes if n.labels.get(key) == value)
+            held = (
+                f"{_plural(down, 'node')} with it {'is' if down == 1 else 'are'} not Ready or "
+                "cordoned; the schedulable ones: "
+                if down
+                else ""
             )
-        return _Fit(
-            False,
-            f"needs {what}; {where} nodes it may use have {free_gpus} whole GPUs, room for "
-            f"{max(best_total, 0)} of its pods",
+            where = "schedulable node" if down else "node"
+            return _Why(
+                f"{who}: no {where} has the label {key}={value} (its node selector); "
+                f"{held}{_label_hint(kept, key)}",
+                "selector",
+                {**base, "label": f"{key}={value}"},
+            )
+    selected = [n for n in kept if all(n.labels.get(k) == v for k, v in role.node_selector.items())]
+    if not selected:
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(role.node_selector.items()))
+        return _Why(
+            f"{who}: no node has all the labels of its node selector ({labels})",
+            "selector",
+            {**base, "label": labels},
         )
-    return _Fit(False, f"needs {what}; {where} nodes have room for {max(best_total, 0)} of them")
-
-
-def _scarce_resource(cap: _Capacity, gang: Gang) -> str | None:
-    """A resource (other than GPUs and NICs) that no candidate node has enough of for one
-    pod of a role that must have pods, e.g. 'no node it may use has 100 cpu free (the most
-    is 64)'. None if every such resource fits some node."""
-    state = cap.state
-    for role in gang.roles:
-        if gang.role_min(role) == 0 and gang.min_size <= sum(
-            r.count for r in gang.roles if r is not role
+    if role.node_affinity:
+        selected = [n for n in selected if any(t.matches(n.labels) for t in role.node_affinity)]
+        if not selected:
+            return _Why(
+                f"{who}: no node matches its required node affinity ({_affinity_text(role)})",
+                "affinity",
+                base,
+            )
+    blocking: Counter[str] = Counter()
+    tolerated = []
+    for n in selected:
+        bad = [
+            t
+            for t in n.taints
+            if t.effect != "PreferNoSchedule" and not any(x.tolerates(t) for x in role.tolerations)
+        ]
+        if bad:
+            blocking[f"{bad[0].key}={bad[0].value}:{bad[0].effect}".replace("=:", ":")] += 1
+        else:
+            tolerated.append(n)
+    if not tolerated:
+        taint, count = blocking.most_common(1)[0]
+        others = f"; {_plural(len(blocking) - 1, 'other taint')} too" if len(blocking) > 1 else ""
+        return _Why(
+            f"{who}: every node it selects has a taint its pods do not tolerate: {taint} "
+            f"({_plural(count, 'node')}){others}",
+            "taint",
+            {**base, "label": taint},
+        )
+    gpu = role.requests.get(s.gpu, 0)
+    if gpu and gang.gpu_models:
+        models = [n for n in tolerated if n.gpu_model in gang.gpu_models]
+        if not models:
+            have = Counter(n.gpu_model or "no model" for n in tolerated if n.allocatable.get(s.gpu))
+            shown = ", ".join(f"{m} ({c})" for m, c in have.most_common(3)) or "no GPUs"
+            return _Why(
+                f"{who}: no node it may use has a GPU of the models it accepts "
+                f"({'/'.join(gang.gpu_models)}); they have {shown}",
+                "gpu_model",
+                {**base, "label": "/".join(gang.gpu_models)},
+            )
+        tolerated = models
+    if gang.joint != "none" and role.requests.get(s.nic, 0):
+        laid_out = [n for n in tolerated if n.has_device_topology]
+        if not laid_out:
+            return _Why(
+                f"{who}: joint GPU/NIC allocation ({gang.joint}) needs a declared device layout "
+                f"(PCIe switches and NUMA nodes), and none of the "
+                f"{_plural(len(tolerated), 'node')} it may use has one",
+                "joint",
+                base,
+            )
+        tolerated = laid_out
+    for tc in (gang.topology, role.topology):
+        level = tc.required if tc is not None else None
+        if (
+            level is not None
+            and level != NODE_LEVEL
+            and not any(ctx.topo.domain_of(n.name, level) is not None for n in tolerated)
         ):
-            continue
-        cands = state.candidates(gang, role)
-        if not cands:
-            continue
-        for res, amount in sorted(role.requests.items()):
-            if amount <= 0 or res in (state.gpu, state.nic):
+            return _Why(
+                f"{who}: none of the {_plural(len(tolerated), 'node')} it may use belongs "
+                f"to a domain of level {level!r}, which it requires",
+                "topology",
+                {**base, "level": level},
+            )
+    return _Why(f"{who}: no node can take its pods", "selector", base)
+
+
+# --------------------------------------------------------------------------- one state
+
+
+class _State:
+    """One cluster state (the empty cluster, or what running pods leave) and what the
+    checks read of it, cached: candidates and each node's room per role shape, the most any
+    candidate has per resource, per-domain sums."""
+
+    def __init__(self, ctx: CycleContext, state: ClusterState, empty: bool):
+        self.ctx = ctx
+        self.s = ctx.snapshot
+        self.state = state
+        self.empty = empty
+        self._rooms: dict[tuple[object, ...], dict[str, int]] = {}
+        self._most: dict[tuple[object, ...], int] = {}
+        self._sums: dict[tuple[object, ...], dict[Domain | None, int]] = {}
+
+    def candidates(self, gang: Gang, role: Role) -> tuple[str, ...]:
+        return self.state.candidates(gang, role)
+
+    def rooms(self, gang: Gang, role: Role) -> dict[str, int]:
+        """Node -> pods of ``role`` that fit it (only nodes with room), up to its count."""
+        key = (*_shape_key(self.s, gang, role), role.count)
+        if key not in self._rooms:
+            cap = self.state.pod_capacity
+            fits = ((n, cap(gang, role, n, role.count)) for n in self.candidates(gang, role))
+            self._rooms[key] = {n: c for n, c in fits if c > 0}
+        return self._rooms[key]
+
+    def most(self, gang: Gang, role: Role, res: str) -> int:
+        """The most of ``res`` one node ``role`` may use offers one pod: whole free GPUs
+        (x 1000), or the largest free share of one GPU for a share; free NICs; else the free
+        amount."""
+        share = 0 < role.requests.get(self.s.gpu, 0) < GPU_MILLI
+        key = (_static_key(self.s, gang, role), res, share)
+        if key not in self._most:
+            best = 0
+            for n in self.candidates(gang, role):
+                st = self.state.nodes[n]
+                if res == self.s.gpu and share:
+                    v = max(st.gpu_milli.values(), default=0)
+                elif res == self.s.gpu:
+                    v = GPU_MILLI * sum(1 for m in st.gpu_milli.values() if m == GPU_MILLI)
+                elif res == self.s.nic:
+                    v = GPU_MILLI * len(st.nics)
+                else:
+                    v = st.resources.get(res, 0)
+                best = max(best, v)
+            self._most[key] = best
+        return self._most[key]
+
+    def sums(self, gang: Gang, role: Role, level: str | None) -> dict[Domain | None, int]:
+        """Pods of ``role`` that fit each domain of ``level`` (None: the whole cluster, key
+        None), each domain's sum capped by the role's own required level."""
+        key = (*_shape_key(self.s, gang, role), role.count, level)
+        if key in self._sums:
+            return self._sums[key]
+        rooms = self.rooms(gang, role)
+        topo = self.ctx.topo
+        own = role.topology.required if role.topology else None
+        out: dict[Domain | None, int] = defaultdict(int)
+        inner: dict[tuple[Domain | None, object], int] = defaultdict(int)
+        for n, c in rooms.items():
+            d = (
+                None
+                if level is None
+                else (Domain(NODE_LEVEL, (n,)) if level == NODE_LEVEL else topo.domain_of(n, level))
+            )
+            if level is not None and d is None:
                 continue
-            most = max(state.nodes[n].resources.get(res, 0) for n in cands)
-            if amount > most:
-                return (
-                    f"no node it may use has {format_quantity(res, amount)} {res} free for one "
-                    f"{role.name} pod (the most any has: {format_quantity(res, most)})"
-                )
-    return None
+            if own is None:
+                out[d] += c
+            else:
+                sub = n if own == NODE_LEVEL else topo.domain_of(n, own)
+                inner[(d, sub)] += c
+        for (d, _sub), c in inner.items():
+            out[d] = max(out[d], c)
+        self._sums[key] = {d: min(v, role.count) for d, v in out.items()}
+        return self._sums[key]
 
 
-def _role_level_cap(
-    ctx: CycleContext, role: Role, caps: dict[str, int], members: frozenset[str], n_r: int
-) -> int:
-    level = role.topology.required if role.topology else None
-    if level is None:
-        return n_r
-    if level == NODE_LEVEL:
-        return min(n_r, max((c for n, c in caps.items() if n in members), default=0))
-    best = 0
-    for d in ctx.topo.domains_at(level):
-        inside = ctx.topo.nodes_in(d) & members
-        best = max(best, sum(c for n, c in caps.items() if n in inside))
-    return min(n_r, best)
+# --------------------------------------------------------------------------- the checks
+
+
+def _must_have(gang: Gang) -> list[Role]:
+    """The roles the gang cannot be admitted without: a minimum of their own, or the others
+    too few for the gang's minimum size."""
+    total = gang.size
+    return [r for r in gang.roles if gang.role_min(r) > 0 or total - r.count < gang.min_size]
 
 
 def _min_demand(gang: Gang) -> dict[str, int]:
@@ -230,13 +394,320 @@ def _min_demand(gang: Gang) -> dict[str, int]:
         for res, v in r.requests.items():
             demand[res] += gang.role_min(r) * v
     if extra > 0:
-        spare = sorted(gang.roles, key=lambda r: sum(r.requests.values()))
-        for r in spare:
+        for r in sorted(gang.roles, key=lambda r: sum(r.requests.values())):
             take = min(extra, r.count - gang.role_min(r))
             for res, v in r.requests.items():
                 demand[res] += take * v
             extra -= take
     return dict(demand)
+
+
+def _scarce(st: _State, gang: Gang, roles: list[Role]) -> _Why | None:
+    """A resource one pod of a role asks more of than any node it may use offers."""
+    s = st.s
+    for role in roles:
+        everywhere = len(st.candidates(gang, role)) == len(s.nodes)
+        for res, ask in sorted(role.requests.items()):
+            if ask <= 0 or res == "pods":
+                continue
+            most = st.most(gang, role, res)
+            if ask <= most:
+                continue
+            nodes = "no node" if everywhere else "no node it may use"
+            if st.empty:
+                ask_text = _amount(s, res, ask).split(" ")[0]  # the unit was just said
+                text = f"{nodes} has more than {_amount(s, res, most)} (each pod asks {ask_text})"
+            else:
+                text = (
+                    f"{nodes} has {_amount(s, res, ask)} free for a pod (the most any has free: "
+                    f"{_amount(s, res, most)}; running pods hold the rest)"
+                )
+            return _Why(
+                f"role {role.name!r}: {text}",
+                "resource",
+                {"role": role.name, "resource": res, "needed": ask, "available": most},
+            )
+    return None
+
+
+def _capacity(st: _State, gang: Gang) -> _Why | None:
+    """Do the roles' pods fit, each role its own minimum and the gang its minimum size, in
+    one domain of its required level (or the cluster)? None if so (by the bound). Only the
+    domains where some role has room are looked at."""
+    s = st.s
+    level = gang.topology.required if gang.topology else None
+    sums = {r.name: st.sums(gang, r, level) for r in gang.roles}
+    need = gang.min_size
+    domains: set[Domain | None] = {None} if level is None else set()
+    for per_domain in sums.values():
+        domains.update(per_domain)
+    best: tuple[int, Domain | None, dict[str, int]] = (-1, None, {})
+    for d in sorted(domains, key=lambda d: (d is None, d.path if d else ())):
+        got = {r.name: sums[r.name].get(d, 0) for r in gang.roles}
+        if all(got[r.name] >= gang.role_min(r) for r in gang.roles) and sum(got.values()) >= need:
+            return None
+        if sum(got.values()) > best[0]:
+            best = (sum(got.values()), d, got)
+    total, domain, got = best
+    if level is not None:
+        return _topology(st, gang, level, domain, got)
+    short = next((r for r in gang.roles if got.get(r.name, 0) < gang.role_min(r)), None)
+    if short is None:  # an elastic gang: enough of each role, too few in all
+        parts = ", ".join(f"{got.get(r.name, 0)} of role {r.name!r}" for r in gang.roles)
+        where = "on the empty cluster" if st.empty else "in what running pods leave"
+        return _Why(
+            f"needs at least {_describe_gang(s, gang)}; {where} there is room for {parts}",
+            "capacity",
+            {"needed": need, "available": max(total, 0)},
+        )
+    return _short_role(st, gang, short, got.get(short.name, 0))
+
+
+def _topology(
+    st: _State, gang: Gang, level: str, domain: Domain | None, got: dict[str, int]
+) -> _Why:
+    unit = "node" if level == NODE_LEVEL else level
+    even = " even with no pods running" if st.empty else ""
+    need = f"needs {_describe_gang(st.s, gang)} inside one {unit}"
+    fields: dict[str, Any] = {"level": level, "needed": gang.min_size, "available": 0}
+    if domain is None:
+        return _Why(f"{need}; no {unit} has room for any of them{even}", "topology", fields)
+    held = sum(got.values())
+    if len(gang.roles) == 1:
+        holds = f"holds {held} of them"
+    else:
+        holds = "holds " + ", ".join(
+            f"{got.get(r.name, 0)} of the {gang.role_min(r)} of role {r.name!r}" for r in gang.roles
+        )
+    fields.update(domain=domain.name, available=held)
+    rest = even or " (running pods hold the rest)"
+    return _Why(
+        f"{need}; the largest free {unit} ({domain.name}) {holds}{rest}", "topology", fields
+    )
+
+
+def _short_role(st: _State, gang: Gang, role: Role, room: int) -> _Why:
+    """A role with room for fewer pods than its minimum: fragmentation (enough whole GPUs
+    in all, but not together on enough nodes) or capacity (the resource that runs out)."""
+    s = st.s
+    need = gang.role_min(role)
+    pod = _describe_pod(s, role)
+    where = "the empty nodes" if st.empty else "the free nodes"
+    base = {"role": role.name, "needed": need, "available": room}
+    gpu = role.requests.get(s.gpu, 0)
+    cands = st.candidates(gang, role)
+    if gpu >= GPU_MILLI:
+        free = sum(
+            sum(1 for m in st.state.nodes[n].gpu_milli.values() if m == GPU_MILLI) for n in cands
+        )
+        if free * GPU_MILLI >= need * gpu:
+            holders = len(st.rooms(gang, role))
+            return _Why(
+                f"role {role.name!r}: {where} it may use have {free} whole GPUs, but split: "
+                f"only {_plural(holders, 'node')} can hold a pod of {pod}, room for {room} of the "
+                f"{need} it needs (per-node fragmentation)",
+                "fragmentation",
+                {**base, "resource": s.gpu},
+            )
+    res = _runs_out(st, gang, role)
+    return _Why(
+        f"role {role.name!r} needs {_plural(need, 'pod')} of {pod}; {where} it may use have "
+        f"room for {room} ({res} runs out first)",
+        "capacity",
+        {**base, "resource": res},
+    )
+
+
+def _runs_out(st: _State, gang: Gang, role: Role) -> str:
+    """The resource whose free total, divided by one pod's ask, is the smallest."""
+    s = st.s
+    best: tuple[float, str] = (float("inf"), "")
+    for res, ask in sorted(role.requests.items()):
+        if ask <= 0 or res == "pods":
+            continue
+        key = ("total", _static_key(s, gang, role), res)
+        if key not in st._most:
+            total = 0
+            for n in st.candidates(gang, role):
+                node = st.state.nodes[n]
+                if res == s.gpu:
+                    total += sum(node.gpu_milli.values())
+                elif res == s.nic:
+                    total += GPU_MILLI * len(node.nics)
+                else:
+                    total += node.resources.get(res, 0)
+            st._most[key] = total
+        best = min(best, (st._most[key] / ask, res))
+    return best[1] or "room"
+
+
+# --------------------------------------------------------------------------- the cycle
+
+
+@dataclass
+class _AfterPlan:
+    """What the plan's own placements add up to (computed once per cycle)."""
+
+    queue_use: dict[str, Counter[str]]
+    on_node: dict[str, set[str]]
+    """node -> keys of the gangs the plan puts pods on"""
+    rank: dict[str, int]
+    """gang key -> its place among the admitted gangs, highest priority first, then name"""
+
+
+def _after_plan(s: Snapshot, placed: list[PodPlacement]) -> _AfterPlan:
+    gangs = s.gang_by_key
+    use: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in s.running:
+        if pod.queue is not None:
+            use[pod.queue].update(pod.requests)
+    on_node: dict[str, set[str]] = defaultdict(set)
+    keys: set[str] = set()
+    for p in placed:
+        g = gangs[p.gang_key]
+        use[g.queue].update(g.role(p.role).requests)
+        on_node[p.node].add(g.key)
+        keys.add(g.key)
+    order = sorted(keys, key=lambda k: (-gangs[k].priority, gangs[k].name, k))
+    return _AfterPlan(use, dict(on_node), {k: i for i, k in enumerate(order)})
+
+
+class _Explainer:
+    def __init__(
+        self,
+        ctx: CycleContext,
+        placed: list[PodPlacement],
+        exact_check: ExactCheck | None,
+        budget_s: float,
+    ):
+        self.ctx = ctx
+        self.s = ctx.snapshot
+        self.states = {
+            True: _State(ctx, ctx.state(empty=True), True),
+            False: _State(ctx, ctx.state(), False),
+        }
+        self.running_use: dict[str, Counter[str]] = defaultdict(Counter)
+        for pod in self.s.running:
+            if pod.queue is not None:
+                self.running_use[pod.queue].update(pod.requests)
+        self.after = _after_plan(self.s, placed)
+        self.exact_check = exact_check
+        self.deadline = time.monotonic() + budget_s
+        self._static: dict[tuple[object, ...], _Why] = {}
+        self._takers: dict[tuple[object, ...], list[str]] = {}
+
+    def explain(self, gang: Gang) -> PendingReason:
+        s = self.s
+        queue = s.queue_by_name[gang.queue]
+        demand = _min_demand(gang)
+        for res, cap in sorted(queue.max.items()):
+            if demand.get(res, 0) > cap:
+                return _Why(
+                    f"queue {queue.name} has a max of {_amount(s, res, cap)}; the gang needs at "
+                    f"least {_amount(s, res, demand[res])}",
+                    "queue_max",
+                    {"queue": queue.name, "resource": res, "needed": demand[res], "available": cap},
+                ).reason("never_fits")
+        why = self._fit(gang, empty=True)
+        if why is not None:
+            return why.reason("never_fits")
+        for res, cap in sorted(queue.max.items()):
+            used = self.running_use[queue.name].get(res, 0)
+            if used + demand.get(res, 0) > cap:
+                return _Why(
+                    f"queue {queue.name} would exceed its max of {_amount(s, res, cap)}: running "
+                    f"pods use {_amount(s, res, used)}, the gang needs at least "
+                    f"{_amount(s, res, demand.get(res, 0))}",
+                    "queue_max",
+                    {
+                        "queue": queue.name,
+                        "resource": res,
+                        "needed": demand.get(res, 0),
+                        "available": max(0, cap - used),
+                    },
+                ).reason("blocked")
+        why = self._fit(gang, empty=False)
+        if why is not None:
+            return why.reason("blocked")
+        return self._lost(gang, demand)
+
+    def _fit(self, gang: Gang, empty: bool) -> _Why | None:
+        """The first check the gang fails in this state, or None if it fits alone."""
+        st = self.states[empty]
+        must = _must_have(gang)
+        for role in must:
+            if not st.candidates(gang, role):
+                key = (*_static_key(self.s, gang, role), role.name)
+                if key not in self._static:
+                    self._static[key] = _no_candidates(self.s, self.ctx, gang, role)
+                return self._static[key]
+        why = _scarce(st, gang, must) or _capacity(st, gang)
+        if why is None and len(gang.roles) > 1 and self.exact_check is not None:
+            left = self.deadline - time.monotonic()
+            if left > 0 and self.exact_check(gang, empty, left) is False:
+                where = "even on the empty cluster" if empty else "in what running pods leave"
+                why = _Why(
+                    f"needs {_describe_gang(self.s, gang)}; each role fits on its own, but an "
+                    f"exact check finds no placement of them together {where}",
+                    "exact_check",
+                    {"needed": gang.min_size},
+                )
+        return why
+
+    def _lost(self, gang: Gang, demand: dict[str, int]) -> PendingReason:
+        s = self.s
+        what = _describe_gang(s, gang)
+        queue = s.queue_by_name[gang.queue]
+        use = self.after.queue_use.get(queue.name, Counter())
+        for res, cap in sorted(queue.max.items()):
+            if use.get(res, 0) + demand.get(res, 0) > cap:
+                return _Why(
+                    f"needs {what}; queue {queue.name} would exceed its max of "
+                    f"{_amount(s, res, cap)}: gangs placed this cycle bring its use to "
+                    f"{_amount(s, res, use.get(res, 0))}",
+                    "queue_max",
+                    {
+                        "queue": queue.name,
+                        "resource": res,
+                        "needed": demand.get(res, 0),
+                        "available": max(0, cap - use.get(res, 0)),
+                    },
+                ).reason("lost")
+        takers = self.takers(gang)
+        gangs = s.gang_by_key
+        higher = [k for k in takers if gangs[k].priority > gang.priority]
+        fields: dict[str, Any] = {"lost_to": tuple((higher or takers)[:LOST_TO_LISTED])}
+        if higher:
+            message = (
+                f"needs {what}; the nodes that could hold its pods went to gangs of higher "
+                f"priority than its {gang.priority}: {_names(higher)}"
+            )
+        elif takers:
+            message = (
+                f"needs {what}; the nodes that could hold its pods went to {_names(takers)} "
+                "(this cycle ranks priority, then fair share between queues, then GPUs placed)"
+            )
+        else:
+            message = (
+                f"needs {what}; it fits what running pods leave, but this plan does not place "
+                "it (the placer's order, or the solver's time limit, left it out)"
+            )
+        return _Why(message, "lost", fields).reason("lost")
+
+    def takers(self, gang: Gang) -> list[str]:
+        """The admitted gangs on nodes where a pod of one of its roles fit at the cycle's
+        start, highest priority first (cached per set of role shapes)."""
+        st = self.states[False]
+        key = tuple((*_shape_key(self.s, gang, r), r.count) for r in gang.roles)
+        if key not in self._takers:
+            on_node = self.after.on_node
+            found: set[str] = set()
+            for r in gang.roles:
+                for n in st.rooms(gang, r):
+                    found.update(on_node.get(n, ()))
+            rank = self.after.rank
+            self._takers[key] = sorted(found, key=rank.__getitem__)
+        return self._takers[key]
 
 
 def explain_pending(
@@ -247,156 +718,20 @@ def explain_pending(
     exact_check: ExactCheck | None = None,
     budget_s: float = 0.0,
 ) -> dict[str, PendingReason]:
-    """A reason for every gang of ``pending`` (keys ``namespace/name``).
+    """A reason for every gang of ``pending`` (keys ``namespace/name``), one computed per
+    class of gangs (:func:`class_key`).
 
     ``placed``: the plan's pods (to say who took the room). ``exact_check`` is asked only
     for multi-role gangs the bounds call fitting, within ``budget_s`` seconds in all.
     """
-    s = ctx.snapshot
-    out: dict[str, PendingReason] = {}
     if not pending:
-        return out
-    capacity = {
-        True: _Capacity(ctx, ctx.state(empty=True)),
-        False: _Capacity(ctx, ctx.state()),
-    }
-    running_use: dict[str, Counter[str]] = defaultdict(Counter)
-    for pod in s.running:
-        if pod.queue is not None:
-            running_use[pod.queue].update(pod.requests)
-    deadline = time.monotonic() + budget_s
-
-    def checked_fit(gang: Gang, empty: bool) -> _Fit:
-        """The capacity bound, and for a multi-role gang it calls fitting, the exact check."""
-        fit = _fit_alone(ctx, capacity[empty], gang, "empty" if empty else "free")
-        if fit.ok and len(gang.roles) > 1 and exact_check is not None:
-            left = deadline - time.monotonic()
-            if left > 0 and exact_check(gang, empty, left) is False:
-                where = "even on the empty cluster" if empty else "in what running pods leave"
-                fit = _Fit(
-                    False,
-                    f"needs {_describe_gang(s, gang, gang.min_size)}; an exact check finds "
-                    f"no placement {where}",
-                )
-        return fit
-
-    after = _after_plan(ctx, placed)
+        return {}
+    explainer = _Explainer(ctx, placed, exact_check, budget_s)
+    memo: dict[tuple[object, ...], PendingReason] = {}
+    out: dict[str, PendingReason] = {}
     for gang in pending:
-        queue = s.queue_by_name[gang.queue]
-        demand = _min_demand(gang)
-        reason = None
-        for res, cap in sorted(queue.max.items()):
-            if demand.get(res, 0) > cap:
-                reason = PendingReason(
-                    kind="never_fits",
-                    message=f"queue {queue.name} has a max of {format_quantity(res, cap)} {res}; "
-                    f"the gang needs at least {format_quantity(res, demand[res])}",
-                )
-                break
-        if reason is None:
-            fit = checked_fit(gang, empty=True)
-            if not fit.ok:
-                reason = PendingReason(kind="never_fits", message=fit.message)
-        if reason is None:
-            for res, cap in sorted(queue.max.items()):
-                used = running_use[queue.name].get(res, 0)
-                if used + demand.get(res, 0) > cap:
-                    reason = PendingReason(
-                        kind="blocked",
-                        message=f"queue {queue.name} would exceed its max of "
-                        f"{format_quantity(res, cap)} {res}: running pods use "
-                        f"{format_quantity(res, used)}, the gang needs at least "
-                        f"{format_quantity(res, demand.get(res, 0))}",
-                    )
-                    break
-        if reason is None:
-            fit = checked_fit(gang, empty=False)
-            if not fit.ok:
-                reason = PendingReason(
-                    kind="blocked", message=fit.message + " (running pods hold the rest)"
-                )
-        if reason is None:
-            reason = _lost(ctx, gang, after, capacity[False])
-        out[gang.key] = reason
+        key = class_key(gang)
+        if key not in memo:
+            memo[key] = explainer.explain(gang)
+        out[gang.key] = memo[key]
     return out
-
-
-@dataclass
-class _AfterPlan:
-    """What the plan's own placements add up to (computed once per cycle)."""
-
-    gpu_taken: int
-    queue_use: dict[str, Counter[str]]
-    admitted: list[Gang]
-    """admitted gangs, highest priority first, then by name"""
-    on_node: dict[str, set[str]]
-    """node -> keys of the gangs the plan puts pods on"""
-
-
-def _after_plan(ctx: CycleContext, placed: list[PodPlacement]) -> _AfterPlan:
-    s = ctx.snapshot
-    gangs = s.gang_by_key
-    use: dict[str, Counter[str]] = defaultdict(Counter)
-    for pod in s.running:
-        if pod.queue is not None:
-            use[pod.queue].update(pod.requests)
-    taken = 0
-    keys: set[str] = set()
-    on_node: dict[str, set[str]] = defaultdict(set)
-    for p in placed:
-        g = gangs[p.gang_key]
-        req = g.role(p.role).requests
-        use[g.queue].update(req)
-        taken += req.get(s.gpu, 0)
-        keys.add(g.key)
-        on_node[p.node].add(g.key)
-    admitted = sorted((gangs[k] for k in keys), key=lambda g: (-g.priority, g.name))
-    return _AfterPlan(taken, use, admitted, dict(on_node))
-
-
-def _lost(ctx: CycleContext, gang: Gang, after: _AfterPlan, free: _Capacity) -> PendingReason:
-    s = ctx.snapshot
-    what = _describe_gang(s, gang, gang.min_size)
-    queue = s.queue_by_name[gang.queue]
-    if queue.max:
-        use = after.queue_use.get(queue.name, Counter())
-        demand = _min_demand(gang)
-        for res, cap in sorted(queue.max.items()):
-            if use.get(res, 0) + demand.get(res, 0) > cap:
-                return PendingReason(
-                    kind="lost",
-                    message=f"needs {what}; queue {queue.name} would exceed its max of "
-                    f"{format_quantity(res, cap)} {res}: gangs placed this cycle bring its use "
-                    f"to {format_quantity(res, use.get(res, 0))}",
-                )
-    # who took the nodes that could hold its pods (room for one at the cycle's start)?
-    gangs = s.gang_by_key
-    usable = {n for r in gang.roles for n in free.per_node(gang, r)}
-    takers = sorted(
-        (gangs[k] for k in {k for n in usable for k in after.on_node.get(n, ())} - {gang.key}),
-        key=lambda g: (-g.priority, g.name),
-    )
-
-    def names(gs: list[Gang]) -> str:
-        return ", ".join(g.name for g in gs[:3]) + (
-            f" and {len(gs) - 3} more" if len(gs) > 3 else ""
-        )
-
-    higher = [g for g in takers if g.priority > gang.priority]
-    if higher:
-        return PendingReason(
-            kind="lost",
-            message=f"needs {what}; the nodes that could hold its pods went to gangs of higher "
-            f"priority than its {gang.priority}: {names(higher)}",
-        )
-    if takers:
-        return PendingReason(
-            kind="lost",
-            message=f"needs {what}; the nodes that could hold its pods went to {names(takers)} "
-            "(this cycle ranks priority, then fair share between queues, then GPUs placed)",
-        )
-    return PendingReason(
-        kind="lost",
-        message=f"needs {what}; it fits what running pods leave, but this plan does not place it "
-        "(the placer's order, or the solver's time limit, left it out)",
-    )

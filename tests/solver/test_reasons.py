@@ -76,7 +76,7 @@ def test_never_fits_by_queue_max() -> None:
     )
     kind, msg = reasons["g"]
     assert kind == "never_fits"
-    assert "max of 4 nvidia.com/gpu" in msg and "at least 8" in msg
+    assert msg == "queue q has a max of 4 GPUs; the gang needs at least 8 GPUs"
 
 
 def test_blocked_by_running_pods() -> None:
@@ -194,7 +194,7 @@ def test_a_cpu_bound_gang_is_told_cpu_not_gpu_fragmentation() -> None:
     )
     kind, msg = reasons["g"]
     assert kind == "never_fits"
-    assert "no node it may use has 100 cpu free for one w pod (the most any has: 64)" in msg
+    assert msg == "role 'w': no node has more than 64 cpu (each pod asks 100)"
 
 
 def test_lost_names_who_took_its_nodes_not_any_higher_priority_gang() -> None:
@@ -235,3 +235,267 @@ def test_lost_names_who_took_its_nodes_not_any_higher_priority_gang() -> None:
     assert kind == "lost"
     assert f"went to {winner} (this cycle ranks priority" in msg
     assert "higher priority" not in msg
+
+
+# --------------------------------------------------------------------------- the culprit
+# Each expected reason below is worked out by hand from the instance: which filter leaves no
+# node, which resource one pod asks more of than any node has, which role falls short.
+
+
+def _reasons(data: dict[str, Any], placer: str | None = None) -> dict[str, Any]:
+    from gangplan.solver.cycle import run_baseline
+
+    s, _ = load_instance({"levels": [{"name": "leaf"}], **data})
+    result = solve_cycle(s, config=CFG) if placer is None else run_baseline(s, placer)
+    assert verify(s, result.plan) == []
+    return {o.gang: o.reason for o in result.plan.gangs if o.reason is not None}
+
+
+def _labelled(name: str, model: str, ready: bool = True, **extra: Any) -> dict[str, Any]:
+    node = _node(name, 8)
+    return {**node, "labels": {"gpu.example.com/model": model}, "ready": ready, **extra}
+
+
+def test_a_role_whose_pod_fits_no_node_is_named_with_the_resource() -> None:
+    # issue 10: role giant asks 40 GPUs a pod on nodes of 8; before, the reason counted the
+    # launcher's room ("room for 1 of its pods") and named no role
+    r = _reasons(
+        {
+            "nodes": [_node("a", 8), _node("b", 8)],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "big",
+                    "queue": "q",
+                    "roles": [
+                        {"name": "launcher", "count": 1, "requests": {"cpu": 2, "memory": "4Gi"}},
+                        {"name": "giant", "count": 2, "requests": {"nvidia.com/gpu": 40}},
+                    ],
+                }
+            ],
+        }
+    )["big"]
+    assert (r.kind, r.family, r.role, r.resource) == ("never_fits", "resource", "giant", GPU)
+    assert (r.needed, r.available) == (40_000, 8_000)
+    assert r.message == "role 'giant': no node has more than 8 GPUs (each pod asks 40)"
+
+
+GPU = "nvidia.com/gpu"
+
+
+def test_a_selector_label_no_node_has_is_named() -> None:
+    # 5 nodes: 2 a100, 2 v100, and the only h100 node is not Ready
+    r = _reasons(
+        {
+            "nodes": [
+                _labelled("a", "a100"),
+                _labelled("b", "a100"),
+                _labelled("c", "v100"),
+                _labelled("d", "v100"),
+                _labelled("e", "h100", ready=False),
+            ],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "sel",
+                    "queue": "q",
+                    "roles": [
+                        {
+                            "name": "pods",
+                            "count": 2,
+                            "requests": {"cpu": 1},
+                            "node_selector": {"gpu.example.com/model": "h100"},
+                        }
+                    ],
+                }
+            ],
+        }
+    )["sel"]
+    assert (r.kind, r.family, r.role) == ("never_fits", "selector", "pods")
+    assert r.label == "gpu.example.com/model=h100"
+    assert r.message == (
+        "role 'pods': no schedulable node has the label gpu.example.com/model=h100 (its node "
+        "selector); 1 node with it is not Ready or cordoned; the schedulable ones: nodes have "
+        "gpu.example.com/model=a100 (2), gpu.example.com/model=v100 (2)"
+    )
+
+
+def test_an_elastic_gang_held_by_its_selector_is_told_so_not_room_for_0() -> None:
+    # before: "... room for 0 of them"
+    r = _reasons(
+        {
+            "nodes": [_labelled("a", "a100"), _labelled("b", "a100")],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "el",
+                    "queue": "q",
+                    "min_member": 2,
+                    "roles": [
+                        {
+                            "name": "w",
+                            "count": 4,
+                            "requests": {GPU: 1},
+                            "node_selector": {"gpu.example.com/model": "h100"},
+                        }
+                    ],
+                }
+            ],
+        }
+    )["el"]
+    assert (r.kind, r.family, r.label) == ("never_fits", "selector", "gpu.example.com/model=h100")
+    assert "room for 0" not in r.message
+    assert r.message.startswith("role 'w': no node has the label gpu.example.com/model=h100")
+
+
+def test_a_taint_no_toleration_matches_is_named() -> None:
+    taint = {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}
+    r = _reasons(
+        {
+            "nodes": [{**_node("a", 8), "taints": [taint]}, {**_node("b", 8), "taints": [taint]}],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "t",
+                    "queue": "q",
+                    "roles": [
+                        {
+                            "name": "w",
+                            "count": 1,
+                            "requests": {GPU: 1},
+                            "tolerations": [{"key": "other", "operator": "Exists"}],
+                        }
+                    ],
+                }
+            ],
+        }
+    )["t"]
+    assert (r.kind, r.family, r.label) == ("never_fits", "taint", "dedicated=infer:NoSchedule")
+    assert r.message == (
+        "role 'w': every node it selects has a taint its pods do not tolerate: "
+        "dedicated=infer:NoSchedule (2 nodes)"
+    )
+
+
+def test_the_room_count_is_the_short_roles_own() -> None:
+    # two nodes of 8 GPUs: a launcher (no GPU) and 3 workers of 8 GPUs; the workers have
+    # room for 2 (one per node), not 3 (the old count added the launcher's room)
+    r = _reasons(
+        {
+            "nodes": [_node("a", 8), _node("b", 8)],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "roles": [
+                        {"name": "launcher", "count": 1, "requests": {"cpu": 1}},
+                        {"name": "worker", "count": 3, "requests": {GPU: 8}},
+                    ],
+                }
+            ],
+        }
+    )["g"]
+    assert (r.kind, r.family, r.role, r.needed, r.available) == (
+        "never_fits",
+        "capacity",
+        "worker",
+        3,
+        2,
+    )
+    assert r.message == (
+        "role 'worker' needs 3 pods of 8 GPUs; the empty nodes it may use have room for 2 "
+        "(nvidia.com/gpu runs out first)"
+    )
+
+
+def test_blocked_by_running_pods_names_what_is_free() -> None:
+    # a 8-GPU node with 6 GPUs held: a pod of 4 GPUs fits the empty node, not what is left
+    r = _reasons(
+        {
+            "nodes": [_node("a", 8)],
+            "queues": [{"name": "q"}],
+            "running": [{"name": "r", "node": "a", "queue": "q", "requests": {GPU: 6}}],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {GPU: 4}}],
+                }
+            ],
+        }
+    )["g"]
+    assert (r.kind, r.family, r.needed, r.available) == ("blocked", "resource", 4000, 2000)
+    assert r.message == (
+        "role 'w': no node has 4 GPUs free for a pod (the most any has free: 2 GPUs; running "
+        "pods hold the rest)"
+    )
+
+
+def test_topology_reasons_carry_level_and_domain() -> None:
+    reasons = _reasons(
+        {
+            "nodes": [_node("a", 8), _node("b", 8), _node("c", 8, leaf="l2")],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "topology": {"required": "leaf"},
+                    "roles": [{"name": "w", "count": 3, "requests": {GPU: 8}}],
+                }
+            ],
+        }
+    )
+    r = reasons["g"]
+    # leaf l1 holds 2 of the 3 8-GPU pods, l2 one
+    assert (r.family, r.level, r.domain, r.needed, r.available) == ("topology", "leaf", "l1", 3, 2)
+
+
+def test_lost_names_the_gangs_it_lost_to() -> None:
+    r = _reasons(
+        {
+            "nodes": [_node("a", 8)],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "hi",
+                    "queue": "q",
+                    "priority": 10,
+                    "roles": [{"name": "w", "count": 1, "requests": {GPU: 8}}],
+                },
+                {
+                    "name": "lo",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {GPU: 8}}],
+                },
+            ],
+        },
+        placer="greedy",
+    )["lo"]
+    assert (r.kind, r.family, r.lost_to) == ("lost", "lost", ("default/hi",))
+
+
+def test_gangs_of_one_class_are_explained_once(monkeypatch: Any) -> None:
+    import gangplan.solver.reasons as reasons
+
+    calls = []
+    original = reasons._Explainer.explain
+
+    def counting(self: Any, gang: Any) -> Any:
+        calls.append(gang.name)
+        return original(self, gang)
+
+    monkeypatch.setattr(reasons._Explainer, "explain", counting)
+    same = {"queue": "q", "roles": [{"name": "w", "count": 1, "requests": {GPU: 16}}]}
+    out = _reasons(
+        {
+            "nodes": [_node("a", 8)],
+            "queues": [{"name": "q"}],
+            "gangs": [{"name": f"g{i}", **same} for i in range(5)],
+        },
+        placer="greedy",
+    )
+    assert sorted(out) == [f"g{i}" for i in range(5)]
+    assert len({(r.message, r.family) for r in out.values()}) == 1
+    assert calls == ["g0"]

@@ -87,3 +87,28 @@ def test_a_binary_file_inside_a_dump_folder_is_listed_not_fatal(tmp_path: Path) 
     )
     read = read_kube([tmp_path], KubeOptions())
     assert [n.name for n in read.snapshot.nodes] == ["n1"]
+
+
+def test_reasons_are_structured_in_json_and_yaml(tmp_path: Path) -> None:
+    # one gang whose role asks 16 GPUs a pod on nodes of 8: never fits, by that resource
+    inst = tmp_path / "i.yaml"
+    inst.write_text(
+        "apiVersion: gangplan.io/v1alpha1\nkind: Instance\n"
+        "nodes: [{name: n1, allocatable: {nvidia.com/gpu: 8}}]\nqueues: [{name: q}]\n"
+        "gangs: [{name: g, queue: q, roles: [{name: w, count: 1, "
+        "requests: {nvidia.com/gpu: 16}}]}]\n"
+    )
+    expected = {
+        "kind": "never_fits",
+        "message": "role 'w': no node has more than 8 GPUs (each pod asks 16)",
+        "family": "resource",
+        "role": "w",
+        "resource": "nvidia.com/gpu",
+        "needed": 16000,
+        "available": 8000,
+    }
+    for fmt, parse in (("json", json.loads), ("yaml", yaml.safe_load)):
+        r = CliRunner().invoke(main, ["solve", str(inst), "--placer", "greedy", "--format", fmt])
+        assert r.exit_code == 0, r.output
+        (gang,) = parse(r.stdout)["gangs"]
+        assert gang["reason"] == expected
