@@ -259,7 +259,9 @@ def _no_candidates(s: Snapshot, ctx: CycleContext, gang: Gang, role: Role) -> _W
     if gpu and gang.gpu_models:
         models = [n for n in tolerated if n.gpu_model in gang.gpu_models]
         if not models:
-            have = Counter(n.gpu_model or "no model" for n in tolerated if n.allocatable.get(s.gpu))
+            have = Counter(
+                n.gpu_model or "no GPU model known" for n in tolerated if n.allocatable.get(s.gpu)
+            )
             shown = ", ".join(f"{m} ({c})" for m, c in have.most_common(3)) or "no GPUs"
             return _Why(
                 f"{who}: no node it may use has a GPU of the models it accepts "
@@ -344,6 +346,23 @@ class _State:
                     v = st.resources.get(res, 0)
                 best = max(best, v)
             self._most[key] = best
+        return self._most[key]
+
+    def total(self, gang: Gang, role: Role, res: str) -> int:
+        """The free amount of ``res`` over the nodes ``role`` may use (GPUs and NICs in
+        milli-units: every GPU's free milli-GPU, 1000 per free NIC)."""
+        key = ("total", _static_key(self.s, gang, role), res)
+        if key not in self._most:
+            total = 0
+            for n in self.candidates(gang, role):
+                st = self.state.nodes[n]
+                if res == self.s.gpu:
+                    total += sum(st.gpu_milli.values())
+                elif res == self.s.nic:
+                    total += GPU_MILLI * len(st.nics)
+                else:
+                    total += st.resources.get(res, 0)
+            self._most[key] = total
         return self._most[key]
 
     def sums(self, gang: Gang, role: Role, level: str | None) -> dict[Domain | None, int]:
@@ -452,6 +471,8 @@ def _capacity(st: _State, gang: Gang) -> _Why | None:
     if level is not None:
         return _topology(st, gang, level, domain, got)
     short = next((r for r in gang.roles if got.get(r.name, 0) < gang.role_min(r)), None)
+    if short is None and len(gang.roles) == 1:  # an elastic gang of one role
+        return _short_role(st, gang, gang.roles[0], got.get(gang.roles[0].name, 0), need)
     if short is None:  # an elastic gang: enough of each role, too few in all
         parts = ", ".join(f"{got.get(r.name, 0)} of role {r.name!r}" for r in gang.roles)
         where = "on the empty cluster" if st.empty else "in what running pods leave"
@@ -460,7 +481,7 @@ def _capacity(st: _State, gang: Gang) -> _Why | None:
             "capacity",
             {"needed": need, "available": max(total, 0)},
         )
-    return _short_role(st, gang, short, got.get(short.name, 0))
+    return _short_role(st, gang, short, got.get(short.name, 0), gang.role_min(short))
 
 
 def _topology(
@@ -477,7 +498,7 @@ def _topology(
         holds = f"holds {held} of them"
     else:
         holds = "holds " + ", ".join(
-            f"{got.get(r.name, 0)} of the {gang.role_min(r)} of role {r.name!r}" for r in gang.roles
+            f"role {r.name!r}: {got.get(r.name, 0)} of {gang.role_min(r)}" for r in gang.roles
         )
     fields.update(domain=domain.name, available=held)
     rest = even or " (running pods hold the rest)"
@@ -486,11 +507,11 @@ def _topology(
     )
 
 
-def _short_role(st: _State, gang: Gang, role: Role, room: int) -> _Why:
-    """A role with room for fewer pods than its minimum: fragmentation (enough whole GPUs
-    in all, but not together on enough nodes) or capacity (the resource that runs out)."""
+def _short_role(st: _State, gang: Gang, role: Role, room: int, need: int) -> _Why:
+    """A role with room for fewer than the ``need`` pods it must have: fragmentation
+    (enough whole GPUs in all, but not together on enough nodes) or capacity (the resource
+    that runs out)."""
     s = st.s
-    need = gang.role_min(role)
     pod = _describe_pod(s, role)
     where = "the empty nodes" if st.empty else "the free nodes"
     base = {"role": role.name, "needed": need, "available": room}
@@ -519,25 +540,12 @@ def _short_role(st: _State, gang: Gang, role: Role, room: int) -> _Why:
 
 
 def _runs_out(st: _State, gang: Gang, role: Role) -> str:
-    """The resource whose free total, divided by one pod's ask, is the smallest."""
-    s = st.s
+    """The resource whose free total over the nodes the role may use, divided by one pod's
+    ask, is the smallest."""
     best: tuple[float, str] = (float("inf"), "")
     for res, ask in sorted(role.requests.items()):
-        if ask <= 0 or res == "pods":
-            continue
-        key = ("total", _static_key(s, gang, role), res)
-        if key not in st._most:
-            total = 0
-            for n in st.candidates(gang, role):
-                node = st.state.nodes[n]
-                if res == s.gpu:
-                    total += sum(node.gpu_milli.values())
-                elif res == s.nic:
-                    total += GPU_MILLI * len(node.nics)
-                else:
-                    total += node.resources.get(res, 0)
-            st._most[key] = total
-        best = min(best, (st._most[key] / ask, res))
+        if ask > 0 and res != "pods":
+            best = min(best, (st.total(gang, role, res) / ask, res))
     return best[1] or "room"
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gangplan.models import load_instance
 from gangplan.solver.cycle import solve_cycle
 from gangplan.solver.result import SolverConfig
@@ -499,3 +501,66 @@ def test_gangs_of_one_class_are_explained_once(monkeypatch: Any) -> None:
     assert sorted(out) == [f"g{i}" for i in range(5)]
     assert len({(r.message, r.family) for r in out.values()}) == 1
     assert calls == ["g0"]
+
+
+@pytest.mark.parametrize(
+    ("gang", "family", "message"),
+    [
+        # required node affinity that no node's labels satisfy (the nodes have no zone label)
+        (
+            {
+                "roles": [
+                    {
+                        "name": "w",
+                        "count": 1,
+                        "requests": {"cpu": 1},
+                        "node_affinity": [
+                            {
+                                "match_expressions": [
+                                    {"key": "zone", "operator": "In", "values": ["z"]}
+                                ]
+                            }
+                        ],
+                    }
+                ]
+            },
+            "affinity",
+            "role 'w': no node matches its required node affinity (zone In ['z'])",
+        ),
+        # a GPU model no node has (the nodes declare none)
+        (
+            {"gpu_models": ["H100"], "roles": [{"name": "w", "count": 1, "requests": {GPU: 1}}]},
+            "gpu_model",
+            "role 'w': no node it may use has a GPU of the models it accepts (H100); they have "
+            "no GPU model known (2)",
+        ),
+        # joint GPU/NIC allocation, and no node declares a device layout
+        (
+            {
+                "joint": "pcie",
+                "roles": [{"name": "w", "count": 1, "requests": {GPU: 1, "rdma/hca": 1}}],
+            },
+            "joint",
+            "role 'w': joint GPU/NIC allocation (pcie) needs a declared device layout (PCIe "
+            "switches and NUMA nodes), and none of the 2 nodes it may use has one",
+        ),
+        # an elastic gang of at least 3 whole-node pods on 2 nodes: its role's own room, 2
+        (
+            {"min_member": 3, "roles": [{"name": "w", "count": 4, "requests": {GPU: 8}}]},
+            "capacity",
+            "role 'w' needs 3 pods of 8 GPUs; the empty nodes it may use have room for 2 "
+            "(nvidia.com/gpu runs out first)",
+        ),
+    ],
+    ids=["affinity", "gpu-model", "joint", "elastic-capacity"],
+)
+def test_the_culprit_of_each_family(gang: dict[str, Any], family: str, message: str) -> None:
+    r = _reasons(
+        {
+            "nodes": [_node("a", 8), _node("b", 8)],
+            "queues": [{"name": "q"}],
+            "gangs": [{"name": "g", "queue": "q", **gang}],
+        },
+        placer="greedy",
+    )["g"]
+    assert (r.kind, r.family, r.message) == ("never_fits", family, message)
