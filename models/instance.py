@@ -555,11 +555,13 @@ def _raw_reference_problems(data: dict[str, Any]) -> Iterator[Problem]:
             for kind in ("required", "preferred"):
                 if isinstance(tc, dict):
                     yield from level(tc.get(kind), f"{where}.{kind}")
+    known = ", ".join(map(repr, levels or []))
     for i, node in _items(data, "nodes"):
         domains = node.get("domains")
-        for key in domains if isinstance(domains, dict) and levels is not None else ():
+        if levels is None or not isinstance(domains, dict):
+            continue
+        for key in domains:
             if key not in levels:
-                known = ", ".join(map(repr, levels))
                 yield Problem(
                     f"nodes[{i}].domains.{key}", f"unknown level {key!r} (accepted: {known})"
                 )
