@@ -602,6 +602,7 @@ class _Explainer:
         self.exact_check = exact_check
         self.deadline = time.monotonic() + budget_s
         self._static: dict[tuple[object, ...], _Why] = {}
+        self._bounds: dict[tuple[object, ...], _Why | None] = {}
         self._takers: dict[tuple[object, ...], list[str]] = {}
 
     def explain(self, gang: Gang) -> PendingReason:
@@ -641,15 +642,10 @@ class _Explainer:
 
     def _fit(self, gang: Gang, empty: bool) -> _Why | None:
         """The first check the gang fails in this state, or None if it fits alone."""
-        st = self.states[empty]
-        must = _must_have(gang)
-        for role in must:
-            if not st.candidates(gang, role):
-                key = (*_static_key(self.s, gang, role), role.name)
-                if key not in self._static:
-                    self._static[key] = _no_candidates(self.s, self.ctx, gang, role)
-                return self._static[key]
-        why = _scarce(st, gang, must) or _capacity(st, gang)
+        key = (class_key(gang)[2:], empty)  # the bounds read neither queue nor priority
+        if key not in self._bounds:
+            self._bounds[key] = self._bound(gang, empty)
+        why = self._bounds[key]
         if why is None and len(gang.roles) > 1 and self.exact_check is not None:
             left = self.deadline - time.monotonic()
             if left > 0 and self.exact_check(gang, empty, left) is False:
@@ -661,6 +657,18 @@ class _Explainer:
                     {"needed": gang.min_size},
                 )
         return why
+
+    def _bound(self, gang: Gang, empty: bool) -> _Why | None:
+        """The first check of the bounds the gang fails in this state (None: it fits)."""
+        st = self.states[empty]
+        must = _must_have(gang)
+        for role in must:
+            if not st.candidates(gang, role):
+                key = (*_static_key(self.s, gang, role), role.name)
+                if key not in self._static:
+                    self._static[key] = _no_candidates(self.s, self.ctx, gang, role)
+                return self._static[key]
+        return _scarce(st, gang, must) or _capacity(st, gang)
 
     def _lost(self, gang: Gang, demand: dict[str, int]) -> PendingReason:
         s = self.s
