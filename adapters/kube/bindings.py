@@ -264,7 +264,13 @@ def select_bindings(
     (``metadata.kubernetes.schedulers``) is withheld unless ``any_scheduler``. A gang is
     bound whole or not at all. An instance file without that metadata binds every pod.
     """
-    predicted = _kube_meta(snapshot, "predicted_by")
+    predicted = dict(_kube_meta(snapshot, "predicted_by"))
+    meta = snapshot.metadata.get("kubernetes") if isinstance(snapshot.metadata, dict) else None
+    listed = meta.get("predicted_gangs") if isinstance(meta, dict) else None
+    for key in listed if isinstance(listed, list) else ():
+        # an instance converted before predicted_by existed: its predicted gangs, named as
+        # their controller would name them, bound only when asked
+        predicted.setdefault(key, {"names_known": True, "naming": "as predicted"})
     schedulers = _kube_meta(snapshot, "schedulers")
     reasons: dict[str, str | None] = {}
     requests: list[BindRequest] = []

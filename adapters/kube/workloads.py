@@ -414,16 +414,17 @@ def owner_refs(obj: KubeObject) -> Iterator[tuple[str, str, str, str]]:
 
 
 NAMES_KNOWN: dict[tuple[str, str], str] = {
-    ("batch.volcano.sh", "Job"): "{job}-{task}-{index} (Volcano's job controller)",
+    ("batch.volcano.sh", "Job"): "{job}-{task}-{index}",
     **{
-        ("kubeflow.org", k): "{job}-{replica type}-{index} (the training operator)"
+        ("kubeflow.org", k): "{job}-{replica type}-{index}"
         for g, k in WORKLOAD_KINDS
         if g == "kubeflow.org" and k != "MPIJob"
     },
     ("apps", "StatefulSet"): "{statefulset}-{ordinal}",
 }
 """Workloads whose controllers name their pods deterministically, so that a predicted pod
-carries the name its pod will have, and how they name them."""
+carries the name its pod will have, and how they name them (Volcano's job controller, the
+Kubeflow training operator, the StatefulSet controller)."""
 
 NAMES_CHOSEN: dict[tuple[str, str], str] = {
     ("apps", "Deployment"): "its ReplicaSet names pods with a random suffix",

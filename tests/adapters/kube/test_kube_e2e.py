@@ -358,6 +358,23 @@ def test_bindings_only_for_pods_a_cluster_can_take(tmp_path: Path) -> None:
     assert "'volcano'" in withheld["default/theirs"].reason
 
 
+def test_an_instance_converted_before_predicted_by_still_withholds_predicted_gangs(
+    tmp_path: Path,
+) -> None:
+    # older instances list predicted gangs only in metadata.kubernetes.predicted_gangs
+    (tmp_path / "d.yaml").write_text(BINDING_DUMP)
+    snap: Snapshot = read_kube([tmp_path / "d.yaml"]).snapshot
+    meta = snap.metadata["kubernetes"]
+    old = {**snap.metadata, "kubernetes": {"predicted_gangs": meta["predicted_gangs"]}}
+    snap = snap.model_copy(update={"metadata": old})
+    p = solve_cycle(snap, config=SolverConfig(time_limit_s=10)).plan
+    names = {d["metadata"]["name"] for d in bindings_document(snap, p) if d["kind"] == "Binding"}
+    assert names == {"real", "theirs"}  # no scheduler names recorded either
+    every = bindings_document(snap, p, include_predicted=True)
+    assert len([d for d in every if d["kind"] == "Binding"]) == 10
+    assert snap.metadata["kubernetes"] == {"predicted_gangs": meta["predicted_gangs"]}
+
+
 def test_solve_bindings_warns_naming_the_gangs_it_withholds(tmp_path: Path) -> None:
     (tmp_path / "d.yaml").write_text(BINDING_DUMP)
     out = tmp_path / "c.yaml"
