@@ -311,48 +311,77 @@ class _State:
         self.state = state
         self.empty = empty
         self._rooms: dict[tuple[object, ...], dict[str, int]] = {}
-        self._most: dict[tuple[object, ...], int] = {}
+        self._most: dict[tuple[object, ...], dict[str, int]] = {}
+        self._totals: dict[tuple[object, ...], int] = {}
         self._sums: dict[tuple[object, ...], dict[Domain | None, int]] = {}
+        self._kinds: dict[str, object] = {
+            n.name: (tuple(sorted(n.allocatable.items())), n.device_layout)
+            for n in self.s.nodes
+            if empty and n.devices is None
+        }
+        """node -> its kind, where nodes of one kind offer the same room when empty (a node
+        with its own device list has none: it is tried alone)"""
 
     def candidates(self, gang: Gang, role: Role) -> tuple[str, ...]:
         return self.state.candidates(gang, role)
 
     def rooms(self, gang: Gang, role: Role) -> dict[str, int]:
-        """Node -> pods of ``role`` that fit it (only nodes with room), up to its count."""
+        """Node -> pods of ``role`` that fit it (only nodes with room), up to its count. On
+        the empty cluster, nodes of one kind (allocatable and device layout) are tried once."""
         key = (*_shape_key(self.s, gang, role), role.count)
         if key not in self._rooms:
             cap = self.state.pod_capacity
-            fits = ((n, cap(gang, role, n, role.count)) for n in self.candidates(gang, role))
-            self._rooms[key] = {n: c for n, c in fits if c > 0}
+            seen: dict[object, int] = {}
+            out: dict[str, int] = {}
+            for n in self.candidates(gang, role):
+                kind = self._kinds.get(n) if self.empty else None
+                if kind is None:
+                    c = cap(gang, role, n, role.count)
+                elif kind in seen:
+                    c = seen[kind]
+                else:
+                    c = seen[kind] = cap(gang, role, n, role.count)
+                if c > 0:
+                    out[n] = c
+            self._rooms[key] = out
         return self._rooms[key]
 
     def most(self, gang: Gang, role: Role, res: str) -> int:
         """The most of ``res`` one node ``role`` may use offers one pod: whole free GPUs
         (x 1000), or the largest free share of one GPU for a share; free NICs; else the free
-        amount."""
+        amount. One pass over the candidates gives every resource the role asks."""
         share = 0 < role.requests.get(self.s.gpu, 0) < GPU_MILLI
-        key = (_static_key(self.s, gang, role), res, share)
+        asked = tuple(sorted(role.requests))
+        key = (_static_key(self.s, gang, role), asked, share)
         if key not in self._most:
-            best = 0
+            gpu, nic = self.s.gpu, self.s.nic
+            best = dict.fromkeys(asked, 0)
+            others = [r for r in asked if r not in (gpu, nic)]
             for n in self.candidates(gang, role):
                 st = self.state.nodes[n]
-                if res == self.s.gpu and share:
-                    v = max(st.gpu_milli.values(), default=0)
-                elif res == self.s.gpu:
-                    v = GPU_MILLI * sum(1 for m in st.gpu_milli.values() if m == GPU_MILLI)
-                elif res == self.s.nic:
-                    v = GPU_MILLI * len(st.nics)
-                else:
-                    v = st.resources.get(res, 0)
-                best = max(best, v)
+                if gpu in best:
+                    milli = st.gpu_milli.values()
+                    v = (
+                        max(milli, default=0)
+                        if share
+                        else GPU_MILLI * sum(1 for m in milli if m == GPU_MILLI)
+                    )
+                    best[gpu] = max(best[gpu], v)
+                if nic in best:
+                    best[nic] = max(best[nic], GPU_MILLI * len(st.nics))
+                free = st.resources
+                for r in others:
+                    v = free.get(r, 0)
+                    if v > best[r]:
+                        best[r] = v
             self._most[key] = best
-        return self._most[key]
+        return self._most[key][res]
 
     def total(self, gang: Gang, role: Role, res: str) -> int:
         """The free amount of ``res`` over the nodes ``role`` may use (GPUs and NICs in
         milli-units: every GPU's free milli-GPU, 1000 per free NIC)."""
-        key = ("total", _static_key(self.s, gang, role), res)
-        if key not in self._most:
+        key = (_static_key(self.s, gang, role), res)
+        if key not in self._totals:
             total = 0
             for n in self.candidates(gang, role):
                 st = self.state.nodes[n]
@@ -362,8 +391,8 @@ class _State:
                     total += GPU_MILLI * len(st.nics)
                 else:
                     total += st.resources.get(res, 0)
-            self._most[key] = total
-        return self._most[key]
+            self._totals[key] = total
+        return self._totals[key]
 
     def sums(self, gang: Gang, role: Role, level: str | None) -> dict[Domain | None, int]:
         """Pods of ``role`` that fit each domain of ``level`` (None: the whole cluster, key
@@ -570,12 +599,17 @@ def _after_plan(s: Snapshot, placed: list[PodPlacement]) -> _AfterPlan:
         if pod.queue is not None:
             use[pod.queue].update(pod.requests)
     on_node: dict[str, set[str]] = defaultdict(set)
-    keys: set[str] = set()
+    per_role: Counter[tuple[str, str]] = Counter()
     for p in placed:
-        g = gangs[p.gang_key]
-        use[g.queue].update(g.role(p.role).requests)
-        on_node[p.node].add(g.key)
-        keys.add(g.key)
+        key = p.gang_key
+        on_node[p.node].add(key)
+        per_role[(key, p.role)] += 1
+    for (key, role), n in per_role.items():
+        g = gangs[key]
+        q = use[g.queue]
+        for res, v in g.role(role).requests.items():
+            q[res] += v * n
+    keys = {key for key, _ in per_role}
     order = sorted(keys, key=lambda k: (-gangs[k].priority, gangs[k].name, k))
     return _AfterPlan(use, dict(on_node), {k: i for i, k in enumerate(order)})
 
