@@ -187,7 +187,7 @@ def parse_topology_labels(value: str) -> tuple[Level, ...]:
         raise OptionError(
             f"--topology-labels {value!r}: not a preset ({', '.join(PRESETS)}) and not a node "
             "label key with a prefix (e.g. example.com/rack); a key without a prefix needs its "
-            f"level named, e.g. 'rack={value}'{hint}"
+            f"level named, e.g. '{value}={value}'{hint}"
         )
     if not value or any(not e for e in entries):
         raise OptionError(
