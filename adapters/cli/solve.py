@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -164,9 +163,8 @@ def solve(
         result = run_baseline(snapshot, placer, prev)
     # everything that is printed is made before the plan is written, so that nothing can
     # fail after -o has replaced a file
-    console = Console(
-        highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 80
-    )
+    # the terminal's width; 80 columns (or $COLUMNS) when piped
+    console = Console(highlight=False, markup=False, emoji=False)
     lines: list[tuple[str, str]] = []
     text = ""
     if fmt == "table":
