@@ -8,8 +8,12 @@ about by hand.
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -180,3 +184,44 @@ def one_role_gang() -> Callable[..., dict]:
 def plan_of() -> Callable[[Snapshot, Mapping[str, Sequence[Placement]]], Plan]:
     """``plan_of(snapshot, {"gang": [("w", "n1"), ...]})``: see :func:`build_plan`."""
     return build_plan
+
+
+CHILD_MEMORY = 1 << 30
+"""Address space of a :func:`run_limited` child, bytes: gangplan needs under 400 MB to start
+and read a small file, so a run past this is input that takes memory it should not."""
+CHILD_TIMEOUT_S = 120.0
+"""A child still running after this is hung (hang detection, not a speed check: the runs
+take seconds)."""
+
+
+def run_limited(
+    *args: str, cwd: Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``gangplan ARGS`` in a child process limited to :data:`CHILD_MEMORY` of address space
+    (``RLIMIT_AS``), so that input which would take gigabytes fails there (a MemoryError
+    traceback) instead of taking the machine's memory. A child that runs past
+    :data:`CHILD_TIMEOUT_S` fails the test as hung."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+    code = "import sys; from gangplan.adapters.cli import main; sys.argv[0] = 'gangplan'; main()"
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", code, *args],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+            preexec_fn=limit,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"gangplan {' '.join(args)}: still running after {CHILD_TIMEOUT_S:g} s (hung)")
+
+
+@pytest.fixture
+def gangplan_limited() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``gangplan_limited("convert", "k8s", path)``: see :func:`run_limited`."""
+    return run_limited

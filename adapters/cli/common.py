@@ -11,6 +11,7 @@ never calls ``sys.exit``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from gangplan.adapters.traces.common import Converted, instance_text, write_text
 __all__ = [
     "OUTPUT",
     "SECONDS",
+    "Finite",
     "OutputFile",
     "Seconds",
     "UserError",
@@ -130,18 +132,27 @@ class OutputFile(click.Path):
 OUTPUT = OutputFile()
 
 
-class Seconds(click.FloatRange):
-    """A time limit: a finite number of seconds in [0.01, 86400] (``nan`` and ``inf`` are
-    refused: a comparison with nan is never false, so a plain range lets it through)."""
+class Finite(click.FloatRange):
+    """A finite number in a range: ``nan`` and ``inf`` are refused (a comparison with nan is
+    never true, so a plain :class:`click.FloatRange` lets nan through, and inf through a
+    range without a maximum). ``what`` is what the message calls it (``number of seconds``)."""
 
-    def __init__(self) -> None:
-        super().__init__(min=0.01, max=86_400)
+    def __init__(self, *args: Any, what: str = "number", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.what = what
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         number = float(super().convert(value, param, ctx))
-        if number != number or number in (float("inf"), float("-inf")):
-            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite {self.what}", param, ctx)
         return number
+
+
+class Seconds(Finite):
+    """A time limit: a finite number of seconds in [0.01, 86400]."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0.01, max=86_400, what="number of seconds")
 
 
 SECONDS = Seconds()

@@ -26,7 +26,7 @@ from gangplan.adapters.bench.replay import (
     summary_rows,
     write_plot,
 )
-from gangplan.adapters.cli.common import main, user_errors
+from gangplan.adapters.cli.common import Finite, main, user_errors
 from gangplan.adapters.traces.alibaba import read_openb_nodes, read_openb_pods
 
 __all__ = ["replay"]
@@ -108,7 +108,7 @@ def replay() -> None:
 )
 @click.option(
     "--popularity",
-    type=click.FloatRange(0, 1, min_open=True),
+    type=Finite(0, 1, min_open=True),
     default=0.95,
     show_default=True,
     help="share of the pods whose shapes make FGD's workload",

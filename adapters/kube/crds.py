@@ -25,7 +25,7 @@ official client's ``V1PodTemplateSpec``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -33,6 +33,7 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveInt,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -363,6 +364,27 @@ class RunPolicy(_Model):
     scheduling_policy: SchedulingPolicy | None = None
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _validated(model: type[_M], data: Any, where: str) -> _M:
+    """``model`` of ``data``, a part of a ``spec`` kept as a dict.
+
+    Raises:
+        ValueError: every problem, each naming its field under ``where``.
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        problems = []
+        for e in err.errors():
+            loc = ".".join(str(x) for x in e["loc"])
+            got = repr(e["input"]) if e["type"] != "missing" else ""
+            got = f" (got {got if len(got) <= 60 else got[:57] + '...'})" if got else ""
+            problems.append(f"{where}{'.' + loc if loc else ''}: {e['msg']}{got}")
+        raise ValueError("; ".join(problems)) from None
+
+
 class KubeflowJob(_Object):
     """A Kubeflow training job: ``replicas`` by replica type (Master, Worker, Launcher, PS,
     ...) and ``runPolicy.schedulingPolicy``. ``spec`` stays a dict: the replica-spec field's
@@ -376,11 +398,13 @@ class KubeflowJob(_Object):
         raw = self.spec.get(field) or {}
         if not isinstance(raw, dict):
             raise ValueError(f"spec.{field} must be a mapping of replica type to spec")
-        return {str(k): ReplicaSpec.model_validate(v or {}) for k, v in raw.items()}
+        return {
+            str(k): _validated(ReplicaSpec, v or {}, f"spec.{field}.{k}") for k, v in raw.items()
+        }
 
     @property
     def run_policy(self) -> RunPolicy:
-        return RunPolicy.model_validate(self.spec.get("runPolicy") or {})
+        return _validated(RunPolicy, self.spec.get("runPolicy") or {}, "spec.runPolicy")
 
     @model_validator(mode="after")
     def _has_replicas(self) -> KubeflowJob:
@@ -390,6 +414,7 @@ class KubeflowJob(_Object):
         if not self.spec.get(field):
             raise ValueError(f"spec.{field} is missing or empty")
         specs = self.replica_specs  # validates each
+        self.run_policy  # noqa: B018 (validates it)
         if not any(r.replicas for r in specs.values()):
             raise ValueError(f"spec.{field}: every replica type has 0 replicas")
         return self

@@ -23,6 +23,7 @@ from gangplan.adapters.kube.summary import (
     REASON_READ_THROUGH_PODS,
     ReadSummary,
 )
+from gangplan.models.limits import MAX_PODS
 
 __all__ = ["JOB_NAME_LABELS", "Predicted", "predict_pods"]
 
@@ -47,11 +48,18 @@ class Predicted:
 
 
 def predict_pods(
-    reg: Registry, summary: ReadSummary, reader: PodReader, scheduler_names: tuple[str, ...]
+    reg: Registry,
+    summary: ReadSummary,
+    reader: PodReader,
+    scheduler_names: tuple[str, ...],
+    *,
+    room: int = MAX_PODS,
 ) -> Predicted:
     """The pods of every workload that has none in the dump (see the module docstring); a
     workload that cannot be read, or of a scheduler not in ``scheduler_names`` (when given),
-    is listed instead."""
+    is listed instead, and so is one whose pods would take the predicted pods past ``room``
+    (default :data:`~gangplan.models.limits.MAX_PODS`; the caller passes what the dump's own
+    pods leave of it), checked before any of its pods is made."""
     workloads = {
         (o.group, o.kind, o.namespace, o.name): o
         for g, k in wl.WORKLOAD_KINDS
@@ -70,7 +78,7 @@ def predict_pods(
         if key in with_pods:
             summary.note_object(obj, REASON_READ_THROUGH_PODS, "its pods are in the dump")
             continue
-        made = _expand(obj, summary, reader, scheduler_names)
+        made = _expand(obj, summary, reader, scheduler_names, room - len(out.pods))
         if made is None:
             continue
         exp, pods = made
@@ -109,13 +117,28 @@ def _workloads_with_pods(reg: Registry, workloads: dict[ObjectKey, KubeObject]) 
 
 
 def _expand(
-    obj: KubeObject, summary: ReadSummary, reader: PodReader, scheduler_names: tuple[str, ...]
+    obj: KubeObject,
+    summary: ReadSummary,
+    reader: PodReader,
+    scheduler_names: tuple[str, ...],
+    room: int,
 ) -> tuple[wl.Expansion, list[PodInfo]] | None:
-    """One workload's expansion and predicted pods; None (listed) if it cannot be read."""
+    """One workload's expansion and predicted pods; None (listed) if it cannot be read, or
+    if it has more than ``room`` pods."""
     try:
         exp = wl.expand(obj)
     except ObjectInvalid as err:
         summary.skip_object(obj, REASON_INVALID, "; ".join(err.problems))
+        return None
+    count = sum(t.count for t in exp.templates)
+    if count > room:
+        summary.skip_object(
+            obj,
+            REASON_INVALID,
+            f"{exp.counted_by}: {count:,} pods: the dump's pods and the workloads read before "
+            f"it leave room for {room:,} of the {MAX_PODS:,} pods gangplan accepts in a "
+            "snapshot (MAX_PODS in gangplan.models.limits)",
+        )
         return None
     for n in exp.notes:
         summary.note_object(obj, REASON_NOT_MAPPED, n)

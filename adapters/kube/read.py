@@ -73,7 +73,7 @@ from gangplan.adapters.kube.queues import QueueBook, quantities
 from gangplan.adapters.kube.snapshot import Draft, SnapshotParts
 from gangplan.adapters.kube.summary import ReadSummary
 from gangplan.adapters.kube.topology import OptionError, load_template, parse_topology_labels
-from gangplan.models import DeviceLayout, Level, Snapshot
+from gangplan.models import MAX_PODS, DeviceLayout, Level, Snapshot
 
 __all__ = ["KubeInputError", "KubeOptions", "KubeRead", "joint_without_layout", "read_kube"]
 
@@ -164,7 +164,9 @@ def _convert(
     queues = QueueBook(reg, summary)
     reader = PodReader(summary, opts, priorities)
     pods = reader.read_pods(reg, layouts)
-    predicted = predict_pods(reg, summary, reader, opts.scheduler_names)
+    predicted = predict_pods(
+        reg, summary, reader, opts.scheduler_names, room=max(0, MAX_PODS - len(pods))
+    )
     assembler = GangAssembler(
         reg,
         summary,

@@ -39,6 +39,7 @@ import kubernetes.client as k8s
 from gangplan.adapters.kube.crds import JobSet, KubeflowJob, VolcanoJob
 from gangplan.adapters.kube.objects import KubeObject, ObjectInvalid, parse_official
 from gangplan.adapters.kube.pods import GroupRef, PodInfo, TopologyRequest, epoch
+from gangplan.models.limits import too_many
 
 __all__ = [
     "LABEL_KUEUE_QUEUE",
@@ -183,41 +184,77 @@ def group_spec_of(obj: KubeObject) -> GroupSpec:
 
 @dataclass
 class Template:
-    """One pod template of a workload: role name, pod count, validated ``V1PodTemplateSpec``."""
+    """One pod template of a workload: role name, pod count, validated ``V1PodTemplateSpec``,
+    and the name of pod ``i`` (``name_of(i)``: names are made one at a time, when the pod
+    is, so a count is checked against the bounds before any name is built)."""
 
     role: str
     count: int
     spec: Any
     where: str
-    names: list[str]
+    name_of: Callable[[int], str]
 
 
 @dataclass
 class Expansion:
-    """A workload read from its templates: its gang (None: independent pods) and templates."""
+    """A workload read from its templates: its gang (None: independent pods) and templates;
+    ``counted_by``: the field that sets how many pods (named when they are too many)."""
 
     obj: KubeObject
     group: GroupSpec | None
     templates: list[Template]
     labels: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    counted_by: str = "spec"
 
 
 def _template(raw: dict[str, Any], where: str) -> Any:
     spec, ignored = parse_official(k8s.V1PodTemplateSpec, raw, where)
-    if spec.spec is None:
+    return _pod_template(spec, where), ignored
+
+
+def _pod_template(template: Any, where: str) -> Any:
+    """``template`` (a validated ``V1PodTemplateSpec``) if it has a pod spec.
+
+    Raises:
+        ObjectInvalid: no template, or a template without ``spec`` (the API server requires
+            both of every workload kind read here).
+    """
+    if template is None:
+        raise ObjectInvalid([f"{where}: required field is missing"])
+    if template.spec is None:
         raise ObjectInvalid([f"{where}.spec: required field is missing"])
-    return spec, ignored
+    return template
+
+
+def _spec(obj: KubeObject) -> Any:
+    """The workload's ``spec``.
+
+    Raises:
+        ObjectInvalid: ``spec`` is missing or null.
+    """
+    spec = obj.model.spec
+    if spec is None:
+        raise ObjectInvalid(["spec: required field is missing"])
+    return spec
 
 
 def expand(obj: KubeObject) -> Expansion:
     """The pods a workload's controller would create (see the module docstring).
 
     Raises:
-        ObjectInvalid: a template that does not validate, naming its field.
+        ObjectInvalid: a missing ``spec`` or template, a template that does not validate,
+            naming its field; more pods than the bounds of :mod:`gangplan.models.limits`
+            (a gang's pods: ``MAX_PODS_PER_GANG``; independent pods: ``MAX_PODS``), checked
+            before any pod or name is made.
     """
     handler = _EXPANDERS[(obj.group, obj.kind)]
-    return handler(obj)
+    exp = handler(obj)
+    total = sum(t.count for t in exp.templates)
+    bound = "MAX_PODS_PER_GANG" if exp.group is not None else "MAX_PODS"
+    if (msg := too_many(bound, total)) is not None:
+        raise ObjectInvalid([f"{exp.counted_by}: {msg}"])
+    return exp
 
 
 def _meta(obj: KubeObject) -> tuple[dict[str, str], dict[str, str], float | None]:
@@ -240,9 +277,10 @@ def _volcano_job(obj: KubeObject) -> Expansion:
             )
         if task.depends_on:
             notes.append(f"spec.tasks[{i}].dependsOn: not mapped (all tasks are placed together)")
-        names = [f"{obj.name}-{task.name}-{k}" for k in range(task.replicas)]
         if task.replicas:
-            templates.append(Template(task.name, task.replicas, tmpl, where, names))
+            templates.append(
+                Template(task.name, task.replicas, tmpl, where, _names(obj.name, task.name))
+            )
     mtm = {
         t.name: (t.min_available if t.min_available is not None else t.replicas)
         for t in job.spec.tasks
@@ -271,7 +309,7 @@ def _volcano_job(obj: KubeObject) -> Expansion:
         creation=created,
         predicted=True,
     )
-    return Expansion(obj, group, templates, labels, notes)
+    return Expansion(obj, group, templates, labels, notes, counted_by="spec.tasks[*].replicas")
 
 
 def _kubeflow(obj: KubeObject) -> Expansion:
@@ -285,9 +323,8 @@ def _kubeflow(obj: KubeObject) -> Expansion:
         tmpl, ignored = _template(rspec.template, where)
         notes += [f"{p}: not a field of the pod template (dropped)" for p in ignored]
         role = rtype.lower()
-        names = [f"{obj.name}-{role}-{k}" for k in range(rspec.replicas)]
         if rspec.replicas:
-            templates.append(Template(role, rspec.replicas, tmpl, where, names))
+            templates.append(Template(role, rspec.replicas, tmpl, where, _names(obj.name, role)))
     total = sum(r.replicas for r in specs.values())
     sp = job.run_policy.scheduling_policy
     if job.spec.get("elasticPolicy"):
@@ -308,22 +345,43 @@ def _kubeflow(obj: KubeObject) -> Expansion:
         creation=created,
         predicted=True,
     )
-    return Expansion(obj, group, templates, labels, notes)
+    return Expansion(
+        obj, group, templates, labels, notes, counted_by="spec.*ReplicaSpecs.*.replicas"
+    )
 
 
-def _job_pods(spec: Any) -> int:
-    parallelism = 1 if spec.parallelism is None else int(spec.parallelism)
+def _names(*prefix: str) -> Callable[[int], str]:
+    """Pod ``i`` named ``{prefix}-{i}`` (the parts of ``prefix`` joined by ``-``)."""
+    head = "-".join(prefix)
+    return lambda i: f"{head}-{i}"
+
+
+def _count(value: int | None, field: str, default: int = 1) -> int:
+    """A workload's pod count (``default`` when unset).
+
+    Raises:
+        ObjectInvalid: a negative count (the API server refuses one).
+    """
+    if value is None:
+        return default
+    if value < 0:
+        raise ObjectInvalid([f"{field}: must be greater than or equal to 0 (got {value})"])
+    return int(value)
+
+
+def _job_pods(spec: Any, where: str = "spec") -> int:
+    parallelism = _count(spec.parallelism, f"{where}.parallelism")
     if spec.completions is not None:
-        return min(parallelism, int(spec.completions))
+        return min(parallelism, _count(spec.completions, f"{where}.completions"))
     return parallelism
 
 
 def _batch_job(obj: KubeObject) -> Expansion:
     labels, annotations, created = _meta(obj)
-    spec = obj.model.spec
+    spec = _spec(obj)
     n = _job_pods(spec)
-    names = [f"{obj.name}-{k}" for k in range(n)]
-    templates = [Template("pods", n, spec.template, "spec.template", names)] if n else []
+    tmpl = _pod_template(spec.template, "spec.template")
+    templates = [Template("pods", n, tmpl, "spec.template", _names(obj.name))] if n else []
     group = None
     notes: list[str] = []
     lq = labels.get(LABEL_KUEUE_QUEUE)
@@ -350,7 +408,7 @@ def _batch_job(obj: KubeObject) -> Expansion:
         )
     if not n:
         notes.append("parallelism 0: no pods")
-    return Expansion(obj, group, templates, labels, notes)
+    return Expansion(obj, group, templates, labels, notes, counted_by="spec.parallelism")
 
 
 def _jobset(obj: KubeObject) -> Expansion:
@@ -362,15 +420,19 @@ def _jobset(obj: KubeObject) -> Expansion:
         where = f"spec.replicatedJobs[{i}].template"
         jt, ignored = parse_official(k8s.V1JobTemplateSpec, rj.template, where)
         notes += [f"{p}: not a field of the job template (dropped)" for p in ignored]
-        if jt.spec is None or jt.spec.template is None:
-            raise ObjectInvalid([f"{where}.spec.template: required field is missing"])
-        per_job = _job_pods(jt.spec)
-        names = [
-            f"{obj.name}-{rj.name}-{j}-{k}" for j in range(rj.replicas) for k in range(per_job)
-        ]
-        if names:
+        if jt.spec is None:
+            raise ObjectInvalid([f"{where}.spec: required field is missing"])
+        pod_tmpl = _pod_template(jt.spec.template, f"{where}.spec.template")
+        per_job = _job_pods(jt.spec, f"{where}.spec")
+        if rj.replicas and per_job:
             templates.append(
-                Template(rj.name, len(names), jt.spec.template, f"{where}.spec.template", names)
+                Template(
+                    rj.name,
+                    rj.replicas * per_job,
+                    pod_tmpl,
+                    f"{where}.spec.template",
+                    _jobset_names(f"{obj.name}-{rj.name}", per_job),
+                )
             )
     group = None
     lq = labels.get(LABEL_KUEUE_QUEUE)
@@ -385,16 +447,22 @@ def _jobset(obj: KubeObject) -> Expansion:
             creation=created,
             predicted=True,
         )
-    return Expansion(obj, group, templates, labels, notes)
+    return Expansion(obj, group, templates, labels, notes, counted_by="spec.replicatedJobs")
+
+
+def _jobset_names(head: str, per_job: int) -> Callable[[int], str]:
+    """Pod ``i`` of a replicated job: ``{head}-{job index}-{pod index}``."""
+    return lambda i: f"{head}-{i // per_job}-{i % per_job}"
 
 
 def _replicated(obj: KubeObject) -> Expansion:
     labels, _, _ = _meta(obj)
-    spec = obj.model.spec
-    n = 1 if spec.replicas is None else spec.replicas
-    names = [f"{obj.name}-{k}" for k in range(n)]
-    templates = [Template("pods", n, spec.template, "spec.template", names)] if n else []
-    return Expansion(obj, None, templates, labels, [] if n else ["replicas 0: no pods"])
+    spec = _spec(obj)
+    n = _count(spec.replicas, "spec.replicas")
+    tmpl = _pod_template(spec.template, "spec.template")
+    templates = [Template("pods", n, tmpl, "spec.template", _names(obj.name))] if n else []
+    notes = [] if n else ["replicas 0: no pods"]
+    return Expansion(obj, None, templates, labels, notes, counted_by="spec.replicas")
 
 
 _EXPANDERS: dict[tuple[str, str], Callable[[KubeObject], Expansion]] = {
@@ -454,7 +522,7 @@ def predicted_pod(
     """One pod of ``tmpl`` as :class:`PodInfo` (through ``make``, the reader's converter),
     marked as predicted by its workload, and whether its name is the one its controller will
     give it (:data:`NAMES_KNOWN`)."""
-    name = tmpl.names[index]
+    name = tmpl.name_of(index)
     pod = make(
         name=name,
         namespace=exp.obj.namespace,

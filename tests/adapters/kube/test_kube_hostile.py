@@ -1,0 +1,224 @@
+"""Hostile and broken Kubernetes dumps: each bad object is listed as not read, with the
+field that is wrong, and the rest of the dump converts — never a traceback, never
+gigabytes for a small file.
+
+Each test rebuilds a reproducer found by breaking ``gangplan convert k8s`` on purpose
+(issue 11, "No input crashes, hangs, eats memory or destroys a file"); the comment under
+``before:`` says what happened then. Expected messages are written out by hand.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gangplan.adapters.kube.read import KubeOptions, KubeRead, read_kube
+from gangplan.adapters.kube.summary import REASON_INVALID, Entry
+
+Limited = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def node(name: str = "n1", gpus: int = 8) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(name: str, gpus: int = 1, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+            ]
+        },
+    }
+
+
+TEMPLATE = {"spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+
+def read(tmp_path: Path, *items: dict[str, Any]) -> KubeRead:
+    p = tmp_path / "dump.yaml"
+    p.write_text(yaml.safe_dump_all(items), encoding="utf-8")
+    return read_kube([p], KubeOptions())
+
+
+def invalid(result: KubeRead) -> list[Entry]:
+    return [e for e in result.summary.skipped if e.reason == REASON_INVALID]
+
+
+# --------------------------------------------------------------------------- tracebacks
+
+
+@pytest.mark.parametrize(
+    ("bad", "kind", "detail"),
+    [
+        # before: AttributeError: 'NoneType' object has no attribute 'parallelism'
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "j", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+                "spec": None,
+            },
+            "Job.batch",
+            "spec: required field is missing",
+        ),
+        # before: AttributeError: 'NoneType' object has no attribute 'containers'
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "j"},
+                "spec": {"template": {"metadata": {"labels": {"a": "b"}}}},
+            },
+            "Job.batch",
+            "spec.template.spec: required field is missing",
+        ),
+        # before: AttributeError: 'NoneType' object has no attribute 'metadata'
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": "j"},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}}},
+            },
+            "ReplicaSet.apps",
+            "spec.template: required field is missing",
+        ),
+        # a negative count: the API server refuses it; before, range(-3) made no pods quietly
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {"name": "j"},
+                "spec": {"replicas": -3, "selector": {}, "template": TEMPLATE},
+            },
+            "StatefulSet.apps",
+            "spec.replicas: must be greater than or equal to 0 (got -3)",
+        ),
+        # before: pydantic_core.ValidationError: 1 validation error for RunPolicy
+        (
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "TFJob",
+                "metadata": {"name": "j"},
+                "spec": {
+                    "runPolicy": 5,
+                    "tfReplicaSpecs": {"Worker": {"replicas": 2, "template": TEMPLATE}},
+                },
+            },
+            "TFJob.kubeflow.org",
+            "spec.runPolicy: Input should be a valid dictionary or instance of RunPolicy (got 5)",
+        ),
+        # the same, one level down, and in a replica spec
+        (
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "metadata": {"name": "j"},
+                "spec": {
+                    "runPolicy": {"schedulingPolicy": {"minAvailable": "x"}},
+                    "pytorchReplicaSpecs": {"Worker": 7},
+                },
+            },
+            "PyTorchJob.kubeflow.org",
+            "spec.pytorchReplicaSpecs.Worker: Input should be a valid dictionary or instance "
+            "of ReplicaSpec (got 7)",
+        ),
+    ],
+)
+def test_a_broken_workload_is_listed_and_the_rest_converts(
+    tmp_path: Path, bad: dict[str, Any], kind: str, detail: str
+) -> None:
+    result = read(tmp_path, bad, node(), pod("p"))
+    [entry] = invalid(result)
+    assert (entry.source, entry.kind) == (f"{tmp_path / 'dump.yaml'}#0", kind)
+    assert entry.detail == detail
+    # the node and the pod (a gang of one) convert
+    assert [n.name for n in result.snapshot.nodes] == ["n1"]
+    assert [g.name for g in result.snapshot.gangs] == ["p"]
+
+
+def test_a_deployment_past_the_pod_bound_is_listed_before_any_pod_is_named(
+    tmp_path: Path, gangplan_limited: Limited
+) -> None:
+    # before: every one of the 2,147,483,647 pod names was built first (MemoryError, or
+    # gigabytes without a memory limit); now the count is checked against MAX_PODS first.
+    # Run with 1 GiB of address space: building the names would fail there.
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "default"},
+        "spec": {"replicas": 2147483647, "selector": {}, "template": TEMPLATE},
+    }
+    dump = tmp_path / "d.yaml"
+    dump.write_text(yaml.safe_dump_all([deployment, node(), pod("p")]), encoding="utf-8")
+    done = gangplan_limited("convert", "k8s", str(dump), "-o", str(tmp_path / "out.yaml"))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert (
+        f"{dump}#0 default/d: spec.replicas: 2,147,483,647 pods: more than gangplan accepts "
+        "(at most 1,000,000 pods in a snapshot, MAX_PODS in gangplan.models.limits)"
+    ) in done.stderr
+    assert "1 nodes, 8 GPUs, 0 levels, 1 queues, 1 pending gangs (1 pods)" in done.stderr
+
+
+def test_a_gang_workload_past_the_gang_bound_is_listed(tmp_path: Path) -> None:
+    # a Volcano job is one gang: 150,001 pods is one more than MAX_PODS_PER_GANG
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "v"},
+        "spec": {"tasks": [{"name": "w", "replicas": 150_001, "template": TEMPLATE}]},
+    }
+    result = read(tmp_path, job, node())
+    [entry] = invalid(result)
+    assert entry.detail == (
+        "spec.tasks[*].replicas: 150,001 pods: more than gangplan accepts (at most 150,000 "
+        "pods in one gang, MAX_PODS_PER_GANG in gangplan.models.limits)"
+    )
+
+
+def test_workloads_that_together_pass_the_pod_bound_are_listed_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MAX_PODS lowered to 5 (the real bound would need a million pods): the dump's one pod
+    # leaves room for 4; Deployment a (2 replicas) takes 2 of them, b (3) does not fit the 2
+    # left and is listed, c (2) fits them
+    from gangplan.adapters.kube import predicted
+    from gangplan.adapters.kube import read as kube_read
+
+    monkeypatch.setattr(kube_read, "MAX_PODS", 5)
+    monkeypatch.setattr(predicted, "MAX_PODS", 5)
+
+    def deployment(name: str, replicas: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {}, "template": TEMPLATE},
+        }
+
+    result = read(tmp_path, deployment("a", 2), deployment("b", 3), deployment("c", 2), pod("p"))
+    [entry] = invalid(result)
+    assert (entry.kind, entry.name) == ("Deployment.apps", "default/b")
+    assert entry.detail == (
+        "spec.replicas: 3 pods: the dump's pods and the workloads read before it leave room "
+        "for 2 of the 5 pods gangplan accepts in a snapshot (MAX_PODS in gangplan.models.limits)"
+    )
+    assert sorted(g.name for g in result.snapshot.gangs) == ["a-0", "a-1", "c-0", "c-1", "p"]
