@@ -37,7 +37,7 @@ __all__ = ["bench"]
 )
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 64),
     default=2,
     show_default=True,
     help="CP-SAT search workers",

@@ -142,10 +142,10 @@ class Finite(click.FloatRange):
         self.what = what
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = float(super().convert(value, param, ctx))
+        number = float(click.FLOAT.convert(value, param, ctx))
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite {self.what}", param, ctx)
-        return number
+        return super().convert(number, param, ctx)
 
 
 class Seconds(Finite):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from gangplan.adapters.cli.common import emit_instance, instance_output, main, user_errors
+from gangplan.adapters.cli.common import Finite, emit_instance, instance_output, main, user_errors
 from gangplan.adapters.files import InputError
-from gangplan.adapters.traces.generate import LAYOUTS, GeneratorError, fat_tree
+from gangplan.adapters.traces.generate import LAYOUTS, MAX_DEMAND, GeneratorError, fat_tree
 from gangplan.adapters.traces.stats import TRACES
 from gangplan.models import Problem
 
@@ -36,7 +36,7 @@ def generate() -> None:
 )
 @click.option(
     "--demand",
-    type=click.FloatRange(min=0),
+    type=Finite(0, MAX_DEMAND),
     default=1.3,
     show_default=True,
     help="pending GPUs / free GPUs to reach",
@@ -50,7 +50,7 @@ def generate() -> None:
 )
 @click.option(
     "--load",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=0.5,
     show_default=True,
     help="fraction of GPUs held by running pods",

@@ -19,7 +19,6 @@ mapping, or has no ``apiVersion``/``kind``, goes to the summary; a missing path 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +26,14 @@ from typing import Any
 
 import yaml
 
+from gangplan.adapters import yaml_input
+from gangplan.adapters.files import InputError, NotText, read_text
 from gangplan.adapters.kube.summary import REASON_NOT_AN_OBJECT, ReadSummary
 
 __all__ = ["DUMP_SUFFIXES", "Document", "DumpError", "read_documents"]
 
 DUMP_SUFFIXES = (".yaml", ".yml", ".json")
+_LOADER = yaml_input.PythonLoader
 
 
 class DumpError(Exception):
@@ -54,15 +56,23 @@ class Document:
 def read_documents(paths: list[str | Path], summary: ReadSummary) -> list[Document]:
     """All objects of ``paths`` (files, folders, or ``-`` for stdin), in order.
 
+    Each file is read by :func:`gangplan.adapters.files.read_text` (at most
+    :data:`~gangplan.adapters.files.MAX_INPUT_BYTES`, UTF-8 with or without a byte-order
+    mark), its YAML by :mod:`gangplan.adapters.yaml_input`: a document with a duplicate key
+    or excessive aliasing is listed, and the next documents are read.
+
     Raises:
-        DumpError: a path that does not exist or cannot be read.
+        DumpError: a path that does not exist or cannot be read, or is too large; a file
+            given by name that is not text.
     """
     out: list[Document] = []
     for path in paths:
         if str(path) == "-":
-            out.extend(
-                _documents_of_text("<stdin>", sys.stdin.read(), json_first=False, summary=summary)
-            )
+            try:
+                text = read_text("-", dash_is_stdin=True)
+            except InputError as err:
+                raise DumpError("<stdin>", err.problems[0].message) from None
+            out.extend(_documents_of_text("<stdin>", text, json_first=False, summary=summary))
             continue
         p = Path(path)
         if not p.exists():
@@ -96,15 +106,15 @@ def _documents_of_file(
     path: Path, summary: ReadSummary, *, in_folder: bool = False
 ) -> list[Document]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
+        text = read_text(path)
+    except NotText as err:
         if not in_folder:
-            raise DumpError(str(path), f"cannot read: not UTF-8 text ({err.reason})") from None
+            raise DumpError(str(path), err.problems[0].message) from None
         # inside a dump folder, a file that is not text is listed, like any other junk
-        summary.skip(str(path), "-", "", REASON_NOT_AN_OBJECT, f"not UTF-8 text ({err.reason})")
+        summary.skip(str(path), "-", "", REASON_NOT_AN_OBJECT, err.problems[0].message)
         return []
-    except OSError as err:
-        raise DumpError(str(path), f"cannot read: {err}") from None
+    except InputError as err:
+        raise DumpError(str(path), err.problems[0].message) from None
     return _documents_of_text(
         str(path), text, json_first=path.suffix.lower() == ".json", summary=summary
     )
@@ -126,21 +136,27 @@ def _documents_of_text(
                 f"not valid JSON at line {err.lineno} column {err.colno}: {err.msg}",
             )
             return []
+        except RecursionError:
+            summary.skip(f"{name}#0", "-", "", REASON_NOT_AN_OBJECT, "nested too deeply to read")
+            return []
     else:
-        index = 0
+        seen = 0  # documents parsed so far: the index of the next
         try:
-            for index, data in enumerate(yaml.safe_load_all(text)):
-                raw.append((f"{name}#{index}", data))
+            for data, refused in yaml_input.load_all(text, _LOADER):
+                if refused is None:
+                    raw.append((f"{name}#{seen}", data))
+                else:
+                    summary.skip(
+                        f"{name}#{seen}", "-", "", REASON_NOT_AN_OBJECT, _yaml_problem(refused)
+                    )
+                seen += 1
         except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-            what = getattr(err, "problem", None) or str(err).splitlines()[0]
             summary.skip(
-                f"{name}#{len(raw)}",
+                f"{name}#{seen}",
                 "-",
                 "",
                 REASON_NOT_AN_OBJECT,
-                f"not valid YAML{where}: {what} (the rest of the file is not read)",
+                f"{_yaml_problem(err)} (the rest of the file is not read)",
             )
     out: list[Document] = []
     for source, data in raw:
@@ -148,6 +164,13 @@ def _documents_of_text(
             continue  # an empty document (a trailing '---'): holds nothing
         out.extend(_objects(source, data, summary))
     return out
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+    what = getattr(err, "problem", None) or str(err).splitlines()[0]
+    return f"not valid YAML{where}: {what}"
 
 
 def _objects(source: str, data: Any, summary: ReadSummary) -> Iterator[Document]:

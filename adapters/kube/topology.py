@@ -27,7 +27,8 @@ this order of precedence:
 2. Volcano ``HyperNode`` objects: one level per tier, named ``tier-<n>``, highest tier on
    top; a node's domain at tier n is the tier-n HyperNode that contains it, directly or
    through lower HyperNodes (members by exact name, by regular expression — searched, as
-   Go's ``regexp.MatchString`` does — or, for nodes, by label selector).
+   Go's ``regexp.MatchString`` does, with Google's RE2, Go's own syntax and linear-time
+   engine (:func:`compile_go_regexp`) — or, for nodes, by label selector).
 3. A Kueue ``Topology``: the one most ResourceFlavors name (then the one with most levels,
    then by name); its ``nodeLabel`` keys are the levels, ``kubernetes.io/hostname`` being
    the node itself.
@@ -48,9 +49,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import re2
 import yaml
 from pydantic import ValidationError
 
+from gangplan.adapters import yaml_input
+from gangplan.adapters.files import InputError, read_text
 from gangplan.adapters.kube.crds import Device, HyperNode, Topology
 from gangplan.adapters.kube.objects import KubeObject
 from gangplan.models import GPU_MILLI, DeviceLayout, Level, NumaNode, PcieSwitch
@@ -269,6 +273,29 @@ def match_labels(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool
     return True
 
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # the error is reported as a note, not logged to stderr
+
+
+def compile_go_regexp(pattern: str) -> Any:
+    """``pattern`` compiled as Go's ``regexp.Compile`` does (RE2 syntax, by Google's RE2:
+    Volcano matches HyperNode members with Go's ``regexp.MatchString``). RE2 never
+    backtracks: a match takes time linear in the name's length, whatever the pattern
+    (``^(a+)+$`` included), and a pattern's compiled program is bounded (8 MiB, RE2's
+    ``max_mem``). The result's ``search(name)`` matches anywhere in ``name``, as
+    ``MatchString``.
+
+    Raises:
+        ValueError: a pattern RE2 (and so Go) refuses — a backreference, a lookaround, a
+            repetition over 1,000, a program too large — with RE2's message.
+    """
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as err:
+        what = err.args[0] if err.args else err
+        raise ValueError(what.decode() if isinstance(what, bytes) else str(what)) from None
+
+
 def hypernode_levels(
     hypernodes: list[KubeObject], nodes: Mapping[str, Mapping[str, str]]
 ) -> LevelSource:
@@ -298,8 +325,8 @@ def hypernode_levels(
             elif sel.regex_match is not None:
                 pattern = sel.regex_match.get("pattern", "")
                 try:
-                    rx = re.compile(pattern)
-                except re.error as err:
+                    rx = compile_go_regexp(pattern)
+                except ValueError as err:
                     src.notes.append(
                         (h, f"spec.members[{i}].selector.regexMatch: bad pattern ({err})")
                     )
@@ -371,8 +398,10 @@ def load_template(value: str) -> tuple[str, DeviceLayout]:
             f"--device-layout {value!r}: not a template ({', '.join(TEMPLATES)}) nor a file"
         )
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
+        data = yaml_input.load(read_text(p))
+    except InputError as err:
+        raise OptionError(f"{p}: cannot read a device layout: {err.problems[0]}") from None
+    except yaml.YAMLError as err:
         raise OptionError(f"{p}: cannot read a device layout: {str(err).splitlines()[0]}") from None
     try:
         return p.stem, DeviceLayout.model_validate(data)

@@ -15,6 +15,7 @@ into ``error:`` lines and exit code 1.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -26,7 +27,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from gangplan.adapters.files import InputError
+from gangplan.adapters.files import InputError, read_text
 from gangplan.models import GPU_MILLI, Problem, Snapshot, format_quantity, load_instance
 from gangplan.models.quantity import CPU, MEMORY
 
@@ -132,19 +133,14 @@ def read_csv(
         row and appends each bad cell to ``problems``; call :func:`raise_problems` when done.
 
     Raises:
-        InputError: missing, unreadable or empty file, or a wrong header (naming each
-            missing or unknown column and what is accepted).
+        InputError: missing, unreadable, too large (:func:`~gangplan.adapters.files.read_text`),
+            not text, or empty file, or a wrong header (naming each missing or unknown
+            column and what is accepted).
     """
     p = Path(path)
     source = str(p)
-    try:
-        handle = p.open(newline="", encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, [Problem("", "no such file")]) from None
-    except IsADirectoryError:
-        raise InputError(source, [Problem("", "is a directory, not a file")]) from None
-    except OSError as err:
-        raise InputError(source, [Problem("", f"cannot read: {err}")]) from None
+    # read whole, with the size bound and text checks of read_text (a trace is megabytes)
+    handle = io.StringIO(read_text(p), newline="")
     reader = csv.reader(handle)
     expected = ", ".join([*required, *optional])
     try:

@@ -87,10 +87,12 @@ from gangplan.adapters.traces.common import (
 )
 from gangplan.adapters.traces.stats import DERIVED_BY, PHILLY, TRACES, JobTraceStats
 from gangplan.models import API_VERSION, Snapshot
+from gangplan.models.limits import MAX_PODS, too_many
 from gangplan.models.quantity import CPU, MEMORY
 
 __all__ = [
     "LAYOUTS",
+    "MAX_DEMAND",
     "PRIORITY_CLASSES",
     "GeneratorError",
     "GpuModel",
@@ -116,6 +118,9 @@ ELASTIC = 0.25
 MEAN_GAP_S = 30.0
 CHURN = 2
 FILL_TRIES = 100
+MAX_DEMAND = 100.0
+"""The largest ``demand``: pending GPUs of 100 times the free ones (1.3 is a contended cycle);
+the pods it takes must also stay within MAX_PODS (:mod:`gangplan.models.limits`)."""
 
 
 class GeneratorError(ValueError):
@@ -248,6 +253,8 @@ def _shape(spines: int, leaves_per_spine: int, nodes_per_leaf: int, layout: str)
     _check("spines", spines, 1)
     _check("leaves per spine", leaves_per_spine, 1)
     _check("nodes per leaf", nodes_per_leaf, 1)
+    if msg := too_many("MAX_NODES", spines * leaves_per_spine * nodes_per_leaf):
+        raise GeneratorError(msg)
     lay = LAYOUTS[layout]
     leaves = spines * leaves_per_spine
     leaf_models = _leaf_models(lay, leaves)
@@ -315,7 +322,8 @@ def fat_tree_cluster(
     gangs or running pods), e.g. for ``convert jobs-trace`` to fill with a trace's jobs.
 
     Raises:
-        GeneratorError: an unknown layout or a count below 1.
+        GeneratorError: an unknown layout, a count below 1, or more nodes than ``MAX_NODES``
+            (:mod:`gangplan.models.limits`).
     """
     return _cluster_data(_shape(spines, leaves_per_spine, nodes_per_leaf, layout))
 
@@ -520,11 +528,14 @@ def _pending_gangs(
     draw_queue = _share_draw(shares)
     model_gpus = shape.model_gpus()
     gangs: list[dict[str, Any]] = []
-    total, clock = 0, 0.0
+    total, clock, all_pods = 0, 0.0, 0
     while total < goal:
         size = draw_size(rng)
         shapes = split_gpus(size, per_node)
         pods = sum(p.count for p in shapes)
+        all_pods += pods
+        if msg := too_many("MAX_PODS", all_pods):
+            raise GeneratorError(f"demand {goal:,.0f} GPUs: the gangs drawn so far have {msg}")
         gang: dict[str, Any] = {
             "name": f"job-{len(gangs):05d}",
             "queue": draw_queue(rng),
@@ -582,7 +593,8 @@ def fat_tree(
     Args:
         spines, leaves_per_spine, nodes_per_leaf: the tree (>= 1 each).
         layout: ``hgx8`` (8 GPUs + 8 NICs) or ``4gpu`` (4 GPUs + 4 NICs).
-        demand: pending GPUs over free GPUs to reach (>= 0; 1.3: a contended cycle).
+        demand: pending GPUs over free GPUs to reach (0..:data:`MAX_DEMAND`; 1.3: a
+            contended cycle), in at most ``MAX_PODS`` pods.
         queues: how many of the 15 Philly VCs (1..15).
         load: fraction of GPUs held by running pods (0..1).
         seed: the random seed; equal arguments give equal instances.
@@ -596,7 +608,7 @@ def fat_tree(
         GeneratorError: a parameter out of range (named, with what is accepted).
     """
     shape = _shape(spines, leaves_per_spine, nodes_per_leaf, layout)
-    _check("demand", demand, 0)
+    _check("demand", demand, 0, MAX_DEMAND)
     _check("load", load, 0, 1)
     if sizes not in TRACES:
         raise GeneratorError(f"sizes {sizes!r} is unknown (accepted: {', '.join(TRACES)})")
@@ -606,6 +618,14 @@ def fat_tree(
     running = _running_jobs(shape, stats, load, shares, seed)
     used = sum(j.gpus for j in running)
     free = shape.gpus - used
+    # each pod has at most a node's GPUs: refuse a demand that needs more pods than MAX_PODS
+    fewest = math.ceil(demand * free / shape.layout.gpus)
+    if fewest > MAX_PODS:
+        raise GeneratorError(
+            f"demand {demand:g} x {free:,} free GPUs needs at least {fewest:,} pods of at most "
+            f"{shape.layout.gpus} GPUs: more than gangplan accepts (at most {MAX_PODS:,} pods "
+            "in a snapshot, MAX_PODS in gangplan.models.limits)"
+        )
     gangs, pending = _pending_gangs(shape, stats, demand * free, shares, per_gpu, seed)
     data = _cluster_data(shape)
     name = f"fat-tree-{spines}x{leaves_per_spine}x{nodes_per_leaf}-{layout}-seed{seed}"

@@ -222,3 +222,56 @@ def test_workloads_that_together_pass_the_pod_bound_are_listed_past_it(
         "for 2 of the 5 pods gangplan accepts in a snapshot (MAX_PODS in gangplan.models.limits)"
     )
     assert sorted(g.name for g in result.snapshot.gangs) == ["a-0", "a-1", "c-0", "c-1", "p"]
+
+
+# --------------------------------------------------------------------------- small input, long runs
+
+
+def hypernode(pattern: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": "rack-a"},
+        "spec": {
+            "tier": 1,
+            "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}],
+        },
+    }
+
+
+def test_a_hypernode_pattern_never_backtracks(tmp_path: Path, gangplan_limited: Limited) -> None:
+    # before: Python's re backtracked exponentially on ^(a+)+$ against "aaa...ab" (past 60 s
+    # at 44 characters: it never ended here). RE2, as Go's regexp, runs in linear time: the
+    # 44 a's and the b do not match (no node in tier 1), the 44 a's alone do. In a child
+    # process, so that the old engine fails the test as hung instead of hanging it.
+    dump = tmp_path / "hn.yaml"
+    dump.write_text(
+        yaml.safe_dump_all(
+            [hypernode("^(a+)+$"), node("a" * 44 + "b"), node("a" * 44, gpus=4), pod("p")]
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.yaml"
+    done = gangplan_limited("convert", "k8s", str(dump), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    nodes = {n["name"]: n for n in yaml.safe_load(out.read_text())["nodes"]}
+    assert nodes["a" * 44]["domains"] == {"tier-1": "rack-a"}
+    assert "domains" not in nodes["a" * 44 + "b"]  # in no domain (written without the key)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        # a backreference: Python's re accepted it (and matched "aa"); Go's regexp refuses it
+        (r"(a)\1", r"invalid escape sequence: \1"),
+        # a lookahead: Go's regexp refuses it too
+        ("(?=a)a", "invalid perl operator: (?="),
+    ],
+)
+def test_a_pattern_go_refuses_is_noted_not_matched(
+    tmp_path: Path, pattern: str, message: str
+) -> None:
+    result = read(tmp_path, hypernode(pattern), node("aa"))
+    assert result.snapshot.nodes[0].domains == {}
+    [note] = [e for e in result.summary.notes if e.kind == "HyperNode.topology.volcano.sh"]
+    assert note.detail == f"spec.members[0].selector.regexMatch: bad pattern ({message})"

@@ -245,7 +245,9 @@ def test_the_load_does_not_change_the_gang_sequence() -> None:
         ({"layout": "8gpu"}, "layout '8gpu' is unknown (accepted: hgx8, 4gpu)"),
         ({"queues": 16}, "queues is 16 (accepted: 1..15)"),
         ({"load": 1.5}, "load is 1.5 (accepted: 0..1)"),
-        ({"demand": -1.0}, "demand is -1 (accepted: >= 0)"),
+        ({"demand": -1.0}, "demand is -1 (accepted: 0..100)"),
+        # a demand of inf drew gangs forever (issue 11); at most 100 x the free GPUs
+        ({"demand": float("inf")}, "demand is inf (accepted: 0..100)"),
         ({"spines": 0}, "spines is 0 (accepted: >= 1)"),
         ({"sizes": "helios"}, "sizes 'helios' is unknown (accepted: itp, philly)"),
     ],
