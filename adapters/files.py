@@ -8,10 +8,14 @@ turns :class:`InputError` into a one-line-per-problem message and exit code 1.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import os
+import re
+import stat
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,8 +38,10 @@ __all__ = [
     "DEFAULT_INSTANCE",
     "MAX_INPUT_BYTES",
     "MAX_INPUT_VARIABLE",
+    "STDOUT",
     "InputError",
     "NotText",
+    "check_output",
     "default_instance_text",
     "dump_data",
     "input_limit",
@@ -43,6 +49,7 @@ __all__ = [
     "load_snapshot",
     "read_data",
     "read_text",
+    "write_output",
     "write_plan",
     "write_snapshot",
 ]
@@ -262,31 +269,190 @@ def _format_for(path: Path) -> str:
     return "json" if path.suffix.lower() == ".json" else "yaml"
 
 
-def write_text_atomically(path: str | Path, text: str) -> None:
-    """Write via a temporary file and rename, so nothing is ever half-written.
+STDOUT = "-"
+"""The output path that means standard output."""
+_KIND = re.compile(
+    r"^kind:[ \t]*[\"']?(Instance|Plan)[\"']?[ \t]*$" + r'|"kind"\s*:\s*"(Instance|Plan)"',
+    re.MULTILINE,
+)
+
+
+def check_output(
+    path: str | Path, inputs: Iterable[str | Path | None] = (), *, kind: str | None = None
+) -> None:
+    """Refuse an output that would destroy what the command reads, or a gangplan file of
+    another kind — before any work is done.
+
+    ``inputs``: the files and folders the command reads (``None`` and ``-`` skipped). The
+    output may be none of them — the same file by device and inode, as ``os.path.samefile``
+    compares them, so a hard link, a symlink or another spelling of an input's path is
+    caught — nor an existing file inside an input folder. ``kind``: what the command
+    writes (``"Instance"``, ``"Plan"``, or None for anything else, e.g. the JSON Schema); an
+    existing gangplan instance or plan file of another kind is not replaced (``solve -o
+    cluster.yaml`` never turns an instance into a plan).
 
     Raises:
-        InputError: the folder does not exist, or the write failed (disk full, no
-            permission); the temporary file is removed and ``path`` is left as it was.
+        InputError: naming the output, and the input or the kind it holds.
     """
+    if str(path) == STDOUT:
+        return
     p = Path(path)
-    if not p.parent.is_dir():
-        raise InputError(str(p), [Problem("", f"folder {p.parent} does not exist")])
-    if p.is_dir():
-        raise InputError(str(p), [Problem("", "is a directory, not a file")])
-    tmp = p.with_name(f".{p.name}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)
+        st = p.stat()
+    except OSError:
+        return  # nothing stands there (or the write will say why it cannot)
+    for given in inputs:
+        if given is None or str(given) == STDOUT:
+            continue
+        try:
+            held = os.stat(given)
+        except OSError:
+            continue
+        if (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino):
+            what = (
+                "is an input of this command"
+                if str(given) == str(path)
+                else f"is the same file as the input {given}"
+            )
+            raise InputError(
+                str(p), [Problem("", f"{what}: it would be replaced; give another output path")]
+            )
+        if stat.S_ISDIR(held.st_mode) and Path(os.path.realpath(p)).is_relative_to(
+            os.path.realpath(given)
+        ):
+            raise InputError(
+                str(p),
+                [Problem("", f"is inside the input folder {given}; give another output path")],
+            )
+    if stat.S_ISREG(st.st_mode):
+        found = _gangplan_kind(p)
+        if found is not None and found != kind:
+            writes = {"Instance": "an instance", "Plan": "a plan"}.get(kind or "", "other data")
+            raise InputError(
+                str(p),
+                [
+                    Problem(
+                        "",
+                        f"holds a gangplan {found.lower()} (kind: {found}), and this command "
+                        f"writes {writes}: it is not replaced; give another output path, or "
+                        "remove the file first",
+                    )
+                ],
+            )
+
+
+def _gangplan_kind(path: Path) -> str | None:
+    """``Instance`` or ``Plan`` if the file's first 64 KiB read as a gangplan file of that
+    kind (``apiVersion: gangplan.io/...``); None otherwise, or if it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return None
+    m = _KIND.search(head)
+    if m is None or "gangplan.io/" not in head:
+        return None
+    return m.group(1) or m.group(2)
+
+
+def write_output(path: str | Path, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to ``path``, never destroying what stands there:
+
+    * ``-``: standard output;
+    * a regular file, or a path where nothing stands: atomically — a temporary file in the
+      same folder, flushed to disk (fsync), then renamed over the path, so a reader sees the
+      old file or the new one, never half of one; an existing file keeps its permissions
+      (and, as root, its owner and group);
+    * a symlink: followed, the file it points to replaced as above (the link stays);
+    * anything else — a character device such as ``/dev/null`` or ``/dev/full``, a FIFO, a
+      socket: opened and written as a stream, as ``>`` in a shell does (it is never replaced
+      by a regular file).
+
+    Raises:
+        InputError: the folder does not exist, the path is a folder, or the write failed
+            (disk full — ``ENOSPC`` on ``/dev/full`` —, no permission, a closed pipe); a
+            regular file is then left as it was and the temporary file removed.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    name = str(path)
+    if name == STDOUT:
+        _write_stream(name, getattr(sys.stdout, "buffer", None), raw)
+        return
+    try:
+        st: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        st = None
     except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise InputError(str(p), [Problem("", f"cannot write: {err.strerror or err}")]) from None
+        raise InputError(name, [Problem("", f"cannot write: {err.strerror or err}")]) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError(name, [Problem("", "is a directory, not a file")])
+    if st is None or stat.S_ISREG(st.st_mode):
+        _replace(name, Path(os.path.realpath(path)), raw, st)
+        return
+    try:
+        with open(path, "wb") as stream:
+            stream.write(raw)
+    except OSError as err:
+        raise InputError(name, [Problem("", f"cannot write: {err.strerror or err}")]) from None
+
+
+def _write_stream(name: str, stream: Any, raw: bytes) -> None:
+    try:
+        if stream is None:  # a text stream without a buffer (as tests set)
+            sys.stdout.write(raw.decode("utf-8"))
+            sys.stdout.flush()
+        else:
+            stream.write(raw)
+            stream.flush()
+    except OSError as err:
+        raise InputError(name, [Problem("", f"cannot write: {err.strerror or err}")]) from None
+
+
+def _replace(name: str, target: Path, raw: bytes, st: os.stat_result | None) -> None:
+    """Write ``raw`` to a temporary file next to ``target``, then rename it over ``target``."""
+    folder = target.parent
+    if not folder.is_dir():
+        raise InputError(name, [Problem("", f"folder {folder} does not exist")])
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        if st is not None:
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+            if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(PermissionError):  # only root may give files away
+                    os.chown(tmp, st.st_uid, st.st_gid)
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())  # as open() would create it (mkstemp: 0o600)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as err:
+        raise InputError(name, [Problem("", f"cannot write: {err.strerror or err}")]) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    with contextlib.suppress(OSError):  # the rename itself, on disk (best effort)
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_snapshot(snapshot: Snapshot, path: str | Path) -> None:
     """Write ``snapshot`` as an instance file (YAML, or JSON by the ``.json`` suffix)."""
     p = Path(path)
-    write_text_atomically(p, dump_data(instance_from_snapshot(snapshot), _format_for(p)))
+    write_output(p, dump_data(instance_from_snapshot(snapshot), _format_for(p)))
 
 
 def plan_data(plan: Plan) -> dict[str, Any]:
@@ -296,4 +462,4 @@ def plan_data(plan: Plan) -> dict[str, Any]:
 def write_plan(plan: Plan, path: str | Path) -> None:
     """Write ``plan`` (YAML, or JSON by the ``.json`` suffix)."""
     p = Path(path)
-    write_text_atomically(p, dump_data(plan_data(plan), _format_for(p)))
+    write_output(p, dump_data(plan_data(plan), _format_for(p)))

@@ -61,6 +61,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from gangplan.adapters.files import write_output
 from gangplan.adapters.traces.alibaba import (
     QUEUE,
     OpenbNode,
@@ -669,7 +670,14 @@ def result_data(result: ReplayResult) -> dict[str, object]:
 
 def write_plot(results: Sequence[ReplayResult], path: str | Path, title: str = "") -> None:
     """Allocated against arrived GPU demand (shares of the cluster's GPUs), one line per
-    placer (the mean over its seeds, per percent of arrived demand), as a PNG."""
+    placer (the mean over its seeds, per percent of arrived demand), as a PNG, written by
+    :func:`gangplan.adapters.files.write_output` (atomically; a device or FIFO as a stream).
+
+    Raises:
+        InputError: the file cannot be written.
+    """
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -695,5 +703,9 @@ def write_plot(results: Sequence[ReplayResult], path: str | Path, title: str = "
     ax.legend(loc="lower right")
     ax.grid(True, linewidth=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    image = io.BytesIO()
+    suffix = Path(path).suffix.lstrip(".").lower()
+    fmt = suffix if suffix in fig.canvas.get_supported_filetypes() else "png"
+    fig.savefig(image, dpi=120, format=fmt)  # .svg, .pdf, ... by the suffix, as savefig(path)
     plt.close(fig)
+    write_output(path, image.getvalue())

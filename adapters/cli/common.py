@@ -20,9 +20,9 @@ from typing import IO, Any
 
 import click
 
-from gangplan.adapters.files import InputError
+from gangplan.adapters.files import InputError, check_output, write_output
 from gangplan.adapters.kube.options import KubeInputError
-from gangplan.adapters.traces.common import Converted, instance_text, write_text
+from gangplan.adapters.traces.common import Converted, instance_text
 
 __all__ = [
     "OUTPUT",
@@ -33,6 +33,7 @@ __all__ = [
     "UserError",
     "echo_warnings",
     "emit_instance",
+    "guard_output",
     "instance_output",
     "main",
     "problems_found",
@@ -97,9 +98,22 @@ def echo_warnings(warnings: Iterable[str]) -> None:
         click.echo(f"warning: {w}", err=True)
 
 
+def guard_output(output: Path | None, *inputs: Path | str | None, kind: str | None) -> None:
+    """Before any work: refuse an ``output`` that is one of ``inputs`` or a gangplan file of
+    another kind than ``kind`` (:func:`gangplan.adapters.files.check_output`).
+
+    Raises:
+        UserError: naming the output.
+    """
+    if output is not None:
+        with user_errors(counted=False):
+            check_output(output, inputs, kind=kind)
+
+
 def emit_instance(result: Converted, output: Path | None) -> None:
     """Write a converted or generated instance to ``output`` (YAML, or JSON by the
-    ``.json`` suffix) or stdout; its warnings and a one-line summary go to stderr.
+    ``.json`` suffix; ``-``: stdout; see :func:`gangplan.adapters.files.write_output`) or
+    stdout; its warnings and a one-line summary go to stderr.
 
     Raises:
         UserError: the file cannot be written.
@@ -111,8 +125,8 @@ def emit_instance(result: Converted, output: Path | None) -> None:
         click.echo(text, nl=False)
         click.echo(f"instance: {result.summary()}", err=True)
     else:
-        with user_errors():
-            write_text(output, text)
+        with user_errors(counted=False):
+            write_output(output, text)
         click.echo(f"wrote {output}: {result.summary()}", err=True)
 
 

@@ -16,7 +16,13 @@ from pathlib import Path
 
 import click
 
-from gangplan.adapters.cli.common import emit_instance, instance_output, main, user_errors
+from gangplan.adapters.cli.common import (
+    emit_instance,
+    guard_output,
+    instance_output,
+    main,
+    user_errors,
+)
 from gangplan.adapters.files import InputError
 from gangplan.adapters.traces.alibaba import convert_openb
 from gangplan.adapters.traces.common import parse_window
@@ -68,6 +74,7 @@ def alibaba_gpu(
 ) -> None:
     """Convert the Alibaba GPU trace (cluster-trace-gpu-v2023, "openb") into an instance:
     every pod a pending gang of one pod, nodes on synthetic leaves."""
+    guard_output(output, nodes, pods, kind="Instance")
     with user_errors():
         result = convert_openb(
             nodes, pods, leaf_size=leaf_size, limit=limit, use_qos=not ignore_qos
@@ -114,6 +121,7 @@ def jobs_trace(
     output: Path | None,
 ) -> None:
     """Convert a window of a Philly or ITP job trace into pending gangs on a cluster."""
+    guard_output(output, trace, cluster, kind="Instance")
     with user_errors():
         span = None
         if window is not None:

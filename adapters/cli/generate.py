@@ -9,7 +9,14 @@ from pathlib import Path
 
 import click
 
-from gangplan.adapters.cli.common import Finite, emit_instance, instance_output, main, user_errors
+from gangplan.adapters.cli.common import (
+    Finite,
+    emit_instance,
+    guard_output,
+    instance_output,
+    main,
+    user_errors,
+)
 from gangplan.adapters.files import InputError
 from gangplan.adapters.traces.generate import LAYOUTS, MAX_DEMAND, GeneratorError, fat_tree
 from gangplan.adapters.traces.stats import TRACES
@@ -78,6 +85,7 @@ def fat_tree_command(
 ) -> None:
     """A fat-tree instance: spines > leaves > nodes, mixed GPU models across racks, running
     load scattered as after days of churn, pending gangs drawn from real traces."""
+    guard_output(output, kind="Instance")
     with user_errors():
         try:
             result = fat_tree(

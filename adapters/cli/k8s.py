@@ -6,7 +6,11 @@ summary of what was not read, by kind and reason (``-v``: every entry). A missin
 path or a bad option value ends with ``error: ...`` naming it and exit code 1, never a
 traceback; the content of a dump fails the command only with ``--strict`` (then every
 document that is not a valid object is an ``error: FILE#DOC: KIND NAME: reason: field:
-message`` line); otherwise what cannot be read is listed and the rest converted.
+message`` line); otherwise what cannot be read is listed and the rest converted — unless
+nothing at all was read (an empty dump, one of kinds gangplan does not read, a file that is
+not a dump): that is an error, exit code 1, and no instance is written, so a script never
+takes an empty instance for a converted cluster. The output may not be one of the dump's
+files (:func:`~gangplan.adapters.cli.common.guard_output`).
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from gangplan.adapters.cli.common import (
     OUTPUT,
     UserError,
     echo_warnings,
+    guard_output,
     problems_found,
     user_errors,
 )
 from gangplan.adapters.cli.convert import convert
-from gangplan.adapters.files import dump_data, write_text_atomically
+from gangplan.adapters.files import dump_data, write_output
 from gangplan.adapters.kube.read import KubeOptions, read_kube
 from gangplan.adapters.kube.summary import REASON_INVALID, REASON_NOT_AN_OBJECT
 from gangplan.adapters.kube.topology import PRESETS, TEMPLATES
@@ -141,6 +146,7 @@ def k8s(
 ) -> None:
     """Read DUMP (kubectl get -o yaml|json output, manifests, folders, or - for stdin) into
     an instance file; list on stderr what was not read, by kind and reason."""
+    guard_output(output, *dump, device_layout, kind="Instance")
     options = KubeOptions(
         topology_labels=topology_labels,
         device_layout=device_layout,
@@ -162,6 +168,14 @@ def k8s(
     echo_warnings(result.warnings())
     for line in result.summary.lines(details=-1 if verbose else 3):
         click.echo(line, err=True)
+    if not sum(result.summary.read.values()):
+        skipped = len(result.summary.skipped)
+        why = (
+            f"not one object of a kind gangplan reads ({skipped} not read, listed above)"
+            if skipped
+            else "the dump holds no object"
+        )
+        raise UserError([f"{', '.join(dump)}: nothing read: {why}; no instance written"])
     fmt = "json" if output is not None and output.suffix.lower() == ".json" else "yaml"
     text = dump_data(instance_from_snapshot(snap), fmt)
     gpus = sum(n.allocatable.get(snap.gpu, 0) for n in snap.nodes) // 1000
@@ -176,5 +190,5 @@ def k8s(
         click.echo(f"instance: {counts}", err=True)
     else:
         with user_errors(counted=False):
-            write_text_atomically(output, text)
+            write_output(output, text)
         click.echo(f"wrote {output}: {counts}", err=True)

@@ -26,7 +26,8 @@ from gangplan.adapters.bench.replay import (
     summary_rows,
     write_plot,
 )
-from gangplan.adapters.cli.common import SECONDS, Finite, main, user_errors
+from gangplan.adapters.cli.common import SECONDS, Finite, guard_output, main, user_errors
+from gangplan.adapters.files import write_output
 from gangplan.adapters.traces.alibaba import read_openb_nodes, read_openb_pods
 
 __all__ = ["replay"]
@@ -163,6 +164,8 @@ def alibaba(
     protocol as gangplan runs it: pods in creation order, never leaving, then random pods
     of the list up to 130% of the GPUs; the share of GPUs allocated at 100% and 130%
     arrived)."""
+    for out in (json_out, plot_out):
+        guard_output(out, nodes_csv, pods_csv, kind=None)
     if paper:
         order, node_order, quantize = "shuffle", "shuffle", True
     cfg = ReplayConfig(
@@ -194,9 +197,10 @@ def alibaba(
     # as wide as the table needs when piped (a row per placer, read by scripts and people)
     wide = None if sys.stdout.isatty() else 200
     Console(highlight=False, markup=False, emoji=False, width=wide).print(table)
-    if json_out is not None:
-        json_out.write_text(json.dumps([result_data(r) for r in results], indent=1) + "\n")
-        click.echo(f"wrote {json_out}", err=True)
-    if plot_out is not None:
-        write_plot(results, plot_out, f"{pods_csv.stem} on {nodes_csv.stem}")
-        click.echo(f"wrote {plot_out}", err=True)
+    with user_errors(counted=False):
+        if json_out is not None:
+            write_output(json_out, json.dumps([result_data(r) for r in results], indent=1) + "\n")
+            click.echo(f"wrote {json_out}", err=True)
+        if plot_out is not None:
+            write_plot(results, plot_out, f"{pods_csv.stem} on {nodes_csv.stem}")
+            click.echo(f"wrote {plot_out}", err=True)

@@ -15,10 +15,11 @@ from gangplan.adapters.cli.common import (
     SECONDS,
     UserError,
     echo_warnings,
+    guard_output,
     main,
     user_errors,
 )
-from gangplan.adapters.files import load_plan, load_snapshot
+from gangplan.adapters.files import STDOUT, load_plan, load_snapshot
 from gangplan.adapters.kube.bindings import Withheld
 from gangplan.solver.cycle import PLACERS
 
@@ -47,15 +48,17 @@ def validate(instance: Path | None) -> None:
 @user_errors()
 def schema(output: Path | None) -> None:
     """Print the instance file's JSON Schema (generated from the models)."""
-    from gangplan.adapters.files import write_text_atomically
+    from gangplan.adapters.files import write_output
     from gangplan.models import InstanceFile
 
+    guard_output(output, kind=None)
     text = json.dumps(InstanceFile.model_json_schema(by_alias=True), indent=2) + "\n"
     if output is None:
         click.echo(text, nl=False)
     else:
-        write_text_atomically(output, text)
-        click.echo(f"wrote {output}")
+        write_output(output, text)
+        if str(output) != STDOUT:  # -o -: the schema alone on stdout
+            click.echo(f"wrote {output}")
 
 
 @main.command()
@@ -151,6 +154,7 @@ def solve(
     from gangplan.solver.cycle import run_baseline, solve_cycle
     from gangplan.solver.result import SolverConfig
 
+    guard_output(output, instance, previous, kind="Plan")
     snapshot, warnings = load_snapshot(instance)
     echo_warnings(warnings)
     prev = load_plan(previous) if previous is not None else None
@@ -199,7 +203,7 @@ def solve(
     if fmt == "table":
         for line, style in lines:
             console.print(Text(line, style=style), soft_wrap=True)
-        if output is not None:
+        if output is not None and str(output) != STDOUT:
             click.echo(f"plan written to {output}")
     else:
         click.echo(text, nl=False)

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from gangplan.adapters.kube import workloads as wl
 from gangplan.adapters.kube.objects import KubeObject, Registry
 from gangplan.adapters.kube.pods import PodInfo
+from gangplan.adapters.kube.snapshot import Draft
 from gangplan.adapters.kube.summary import (
     REASON_ASSUMED,
     REASON_FIELD_IGNORED,
@@ -72,6 +73,8 @@ class QueueBook:
         self.summary = summary
         self.queues: dict[str, dict[str, Any]] = {}
         self.sources: dict[str, str] = {}
+        self.origins: dict[str, tuple[str, str, str]] = {}
+        """queue name -> (source, kind, name) of the object it comes from, for the summary"""
         self.assumed: dict[str, str] = {}
         self._read()
 
@@ -81,11 +84,14 @@ class QueueBook:
     def _skip(self, obj: KubeObject, reason: str, detail: str = "") -> None:
         self.summary.skip(obj.source, obj.display_kind, obj.key, reason, detail)
 
-    def finish(self) -> list[dict[str, Any]]:
-        """Every queue, the assumed ones added (and noted), sorted by name."""
+    def finish(self) -> list[Draft]:
+        """Every queue, the assumed ones added (and noted), sorted by name, each as a
+        :class:`~gangplan.adapters.kube.snapshot.Draft` naming the object it comes from (an
+        assumed queue: the object that names it)."""
         for name, source in self.assumed.items():
             if name not in self.queues:
                 self.queues[name] = {"name": name}
+                self.origins[name] = (source, "Queue", name)
                 self.summary.note(
                     source,
                     "Queue",
@@ -93,7 +99,7 @@ class QueueBook:
                     REASON_ASSUMED,
                     "named but not in the dump: weight 1, no guaranteed, no max",
                 )
-        return sorted(self.queues.values(), key=lambda q: q["name"])
+        return [Draft(self.queues[name], *self.origins[name]) for name in sorted(self.queues)]
 
     def _define(self, obj: KubeObject, name: str, q: dict[str, Any]) -> None:
         if name in self.queues:
@@ -112,6 +118,7 @@ class QueueBook:
             return
         self.queues[name] = {"name": name, **q}
         self.sources[name] = f"{obj.display_kind} {obj.key}"
+        self.origins[name] = (obj.source, obj.display_kind, obj.key)
 
     def _read(self) -> None:
         for obj in self.reg.of("scheduling.volcano.sh", "Queue"):

@@ -120,13 +120,26 @@ class SnapshotParts:
         self.nodes[probe.nodes[0].name] = probe.nodes[0]
         return True
 
-    def set_queues(self, queues: list[dict[str, Any]]) -> None:
-        """Set the queues (before any running pod or gang is added).
+    def set_queues(self, queues: list[Draft]) -> None:
+        """Set the queues (before any running pod or gang is added): each validated with the
+        context, a queue the models reject (a name over 253 characters, a fractional amount
+        of an extended resource) left out and listed under the object it comes from; a gang
+        of a queue left out is then left out too, naming the queue.
 
         Raises:
-            KubeInputError: the models reject them.
+            KubeInputError: the queues kept, valid one by one, are not together (never seen).
         """
-        self._context["queues"] = self._validated({**self._context, "queues": queues}).queues
+        kept = [
+            probe.queues[0]
+            for draft in queues
+            if (probe := self._probe(draft, "queues", 0, queues=(draft.data,))) is not None
+        ]
+        self._context["queues"] = self._validated({**self._context, "queues": kept}).queues
+
+    @property
+    def queues(self) -> tuple[Any, ...]:
+        """The queues kept by :meth:`set_queues` (validated ``Queue`` models)."""
+        return tuple(self._context["queues"])
 
     def add_running(self, draft: Draft) -> bool:
         """Add a running pod, checked with its node and the pods holding its devices; False

@@ -17,6 +17,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gangplan.adapters import yaml_input
+from gangplan.adapters.files import InputError, read_text
 from gangplan.adapters.kube.topology import PRESETS, OptionError, parse_topology_labels
 
 __all__ = ["ConfigError", "LeaderElection", "ServeConfig", "load_config"]
@@ -115,11 +117,14 @@ def load_config(path: str | Path | None) -> ServeConfig:
         return ServeConfig()
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except OSError as err:
-        raise ConfigError([f"{p}: cannot read: {err.strerror}"]) from None
+        data = yaml_input.load(read_text(p)) or {}
+    except InputError as err:
+        raise ConfigError(list(err.lines())) from None
     except yaml.YAMLError as err:
-        raise ConfigError([f"{p}: not YAML: {str(err).splitlines()[0]}"]) from None
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
+        what = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError([f"{p}: {where}not YAML: {what}"]) from None
     if not isinstance(data, dict):
         raise ConfigError([f"{p}: the configuration must be a mapping of fields"])
     try:

@@ -485,7 +485,7 @@ class LiveSnapshot:
             "resources": {"gpu": gpu, "nic": nic},
             "levels": [lv.model_dump() for lv in levels.levels],
             "device_layouts": {k: v.model_dump() for k, v in layouts.templates.items()},
-            "queues": queue_data,
+            "queues": parts.queues,
         }
         metadata = {
             "name": "live",
@@ -640,7 +640,9 @@ class LiveSnapshot:
             levels=context["levels"],
             device_layouts=context["device_layouts"],
         )
-        careful.set_queues(context["queues"])
+        careful.set_queues(
+            [Draft(q.model_dump(), "Queue", "Queue", q.name) for q in context["queues"]]
+        )
         for n in nodes.values():
             careful.add_node(Draft(n.model_dump(), "Node", "Node", n.name))
         for rp in running:

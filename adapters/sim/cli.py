@@ -64,6 +64,13 @@ def _duration(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return _seconds(value)
 
 
+def _cpsat_seconds(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    seconds = _seconds(value)
+    if seconds is not None and seconds > 86_400:  # as solve's --time-limit
+        raise click.BadParameter(f"{value!r}: accepted a time > 0 and at most 1d (86400 s)")
+    return seconds
+
+
 def _duration0(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return _seconds(value, zero_ok=True)
 
@@ -125,7 +132,7 @@ def _slowdowns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     help="START:END from the trace's zero, e.g. 49d:56d (jobs arriving inside)",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="first N jobs only")
-@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--seeds", type=click.IntRange(1, 1000), default=1, show_default=True)
 @click.option("--first-seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option(
     "--out",
@@ -143,9 +150,15 @@ def _slowdowns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     "sweep; default off)",
 )
 @click.option("--ray", "ray_address", default=None, help="run the sweep on Ray (local: start one)")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="worker processes")
 @click.option(
-    "--time-limit", callback=_duration, default="1", show_default=True, help="CP-SAT s per cycle"
+    "--workers", type=click.IntRange(1, 256), default=None, help="worker processes (at most 256)"
+)
+@click.option(
+    "--time-limit",
+    callback=_cpsat_seconds,
+    default="1",
+    show_default=True,
+    help="CP-SAT s per cycle (at most 86400)",
 )
 @click.option("--search-workers", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--deterministic", is_flag=True, help="CP-SAT in deterministic mode (repeatable)")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gangplan.adapters.files import InputError, load_snapshot, read_data
+from gangplan.adapters.files import InputError, load_snapshot, read_data, read_text
 from gangplan.models import (
     API_VERSION,
     GPU_MILLI,
@@ -91,7 +91,7 @@ class ClusterSpec:
 def _is_philly_list(path: Path) -> bool:
     try:
         with path.open(encoding="utf-8") as fh:
-            first = fh.readline()
+            first = fh.readline(1 << 16)  # a header line; never a whole /dev/zero
     except (OSError, UnicodeDecodeError):
         return False
     return tuple(c.strip() for c in first.split(",")) == PHILLY_HEADER
@@ -106,12 +106,7 @@ def read_philly_machines(path: str | Path) -> list[PhillyMachine]:
     """
     p = Path(path)
     source = str(p)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError(source, [Problem("", "no such file")]) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(source, [Problem("", f"cannot read: {err}")]) from None
+    lines = read_text(p).splitlines()
     header = tuple(c.strip() for c in lines[0].split(",")) if lines else ()
     if header != PHILLY_HEADER:
         raise InputError(

@@ -97,7 +97,7 @@ def detect_format(path: str | Path) -> str:
     """``itp`` when the CSV header names ``submission_time``, else ``philly``."""
     try:
         with Path(path).open(encoding="utf-8") as fh:
-            header = fh.readline()
+            header = fh.readline(1 << 16)  # a header line; never a whole /dev/zero
     except (OSError, UnicodeDecodeError):
         return "philly"  # the reader reports the file's problem
     return "itp" if "submission_time" in header else "philly"

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from gangplan.adapters.files import write_text_atomically
+from gangplan.adapters.files import write_output
 from gangplan.adapters.sim.engine import SimResult
 from gangplan.adapters.sim.metrics import Group, SimMetrics, Stat, run_metrics
 
@@ -252,7 +252,7 @@ def write_csv(runs: Sequence[Run], out: Path) -> list[Path]:
     rows: list[list[Value]] = [[*HEAD, *(m.key for m in METRICS)]]
     rows += [[*_head(r.result), *(m.get(r) for m in METRICS)] for r in runs]
     path = out / "results.csv"
-    write_text_atomically(path, _csv_text(rows))
+    write_output(path, _csv_text(rows))
     stats = ("n", "mean", "p50", "p95", "p99")
     grows: list[list[Value]] = [
         [
@@ -285,7 +285,7 @@ def write_csv(runs: Sequence[Run], out: Path) -> list[Path]:
                     ]
                 )
     gpath = out / "groups.csv"
-    write_text_atomically(gpath, _csv_text(grows))
+    write_output(gpath, _csv_text(grows))
     return [path, gpath]
 
 
@@ -483,7 +483,7 @@ def write_report(
     lines += _definitions()
     path = out / "report.md"
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, "\n".join(lines) + "\n")
+    write_output(path, "\n".join(lines) + "\n")
     return path
 
 

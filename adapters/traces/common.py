@@ -428,15 +428,6 @@ def _flow(item: Any) -> str:
     return text.strip()
 
 
-def write_text(path: str | Path, text: str) -> None:
-    """Write via a temporary file and rename, so nothing is ever half-written (raises
-    :class:`~gangplan.adapters.files.InputError` if the folder is missing or the write
-    fails; the temporary file is removed)."""
-    from gangplan.adapters.files import write_text_atomically
-
-    write_text_atomically(path, text)
-
-
 def unique(items: Iterable[T]) -> list[T]:
     """``items`` without repeats, in first-seen order."""
     return list(dict.fromkeys(items))

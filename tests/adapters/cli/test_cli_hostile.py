@@ -37,6 +37,7 @@ def assert_usage_error(result: Result, message: str) -> None:
 # --------------------------------------------------------------------------- option values
 
 REPLAY = ["replay", "alibaba", "--nodes", "nodes.csv", "--pods", "pods.csv"]
+SIMULATE = ["simulate", "trace.csv", "--cluster", "cluster.yaml"]
 
 
 @pytest.mark.parametrize(
@@ -60,6 +61,11 @@ REPLAY = ["replay", "alibaba", "--nodes", "nodes.csv", "--pods", "pods.csv"]
         (["generate", "fat-tree", "--demand", "nan"], "'nan' is not a finite number"),
         (["generate", "fat-tree", "--load", "nan"], "'nan' is not a finite number"),
         (["bench", "--workers", "100000"], "100000 is not in the range 1<=x<=64"),
+        # simulate: a billion runs, a billion worker processes (forked at once), a CP-SAT
+        # budget of 100,000 days per cycle
+        ([*SIMULATE, "--seeds", "1000000000"], "1000000000 is not in the range 1<=x<=1000"),
+        ([*SIMULATE, "--workers", "1000000000"], "1000000000 is not in the range 1<=x<=256"),
+        ([*SIMULATE, "--time-limit", "100000d"], "accepted a time > 0 and at most 1d"),
     ],
 )
 def test_option_values_that_are_not_finite_or_too_large(args: list[str], message: str) -> None:
@@ -159,13 +165,25 @@ def test_a_pod_of_a_billion_laughs_is_listed_and_the_rest_converts(
 # --------------------------------------------------------------------------- input size
 
 
-@pytest.mark.parametrize("command", [["validate"], ["convert", "k8s"], ["verify", "x.yaml"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["validate"],
+        ["convert", "k8s"],
+        ["verify", "x.yaml"],
+        # the trace's header was sniffed with readline(): all of /dev/zero
+        ["simulate", "--cluster", "x.yaml"],
+        ["serve", "--once", "--config"],
+    ],
+)
 def test_a_device_that_never_ends_is_refused_at_once(
     command: list[str], gangplan_limited: Limited, tmp_path: Path
 ) -> None:
     # before: validate and convert k8s read /dev/zero until MemoryError; now the first NUL
-    # byte ends the read. (verify reads the instance x.yaml first: give it a valid one.)
-    (tmp_path / "x.yaml").write_text(HEAD, encoding="utf-8")
+    # byte ends the read. (verify and simulate read the instance x.yaml first: a valid one
+    # with GPUs, the default instance.)
+    default = Path(__file__).resolve().parents[3] / "instances" / "default.yaml"
+    (tmp_path / "x.yaml").write_bytes(default.read_bytes())
     done = gangplan_limited(*command, "/dev/zero", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert (
@@ -224,4 +242,303 @@ def test_a_demand_past_the_pod_bound_is_refused_before_it_is_drawn() -> None:
         "error: generate fat-tree: demand 100 x 800,000 free GPUs needs at least 10,000,000 "
         "pods of at most 8 GPUs: more than gangplan accepts (at most 1,000,000 pods in a "
         "snapshot, MAX_PODS in gangplan.models.limits)"
+    ]
+
+
+# --------------------------------------------------------------------------- outputs
+
+DEFAULT = Path(__file__).resolve().parents[3] / "instances" / "default.yaml"
+SOLVE = ["solve", "--placer", "greedy", "--format", "json"]
+
+
+def instance_file(tmp_path: Path, name: str = "inst.yaml") -> Path:
+    inst = tmp_path / name
+    inst.write_bytes(DEFAULT.read_bytes())
+    return inst
+
+
+@pytest.mark.parametrize("spelling", ["same", "other", "symlink", "hardlink"])
+def test_an_output_that_is_an_input_is_refused(tmp_path: Path, spelling: str) -> None:
+    # before: solve inst.yaml -o inst.yaml replaced the instance with its plan
+    inst = instance_file(tmp_path)
+    out = {
+        "same": inst,
+        "other": tmp_path / "sub" / ".." / "inst.yaml",  # another spelling of the same path
+        "symlink": tmp_path / "link.yaml",
+        "hardlink": tmp_path / "hard.yaml",
+    }[spelling]
+    (tmp_path / "sub").mkdir()
+    if spelling == "symlink":
+        out.symlink_to(inst)
+    elif spelling == "hardlink":
+        out.hardlink_to(inst)
+    result = run(*SOLVE, str(inst), "-o", str(out))
+    what = (
+        "is an input of this command"
+        if spelling == "same"
+        else f"is the same file as the input {inst}"
+    )
+    assert assert_user_error(result) == [
+        f"error: {out}: {what}: it would be replaced; give another output path"
+    ]
+    assert inst.read_bytes() == DEFAULT.read_bytes()
+
+
+def test_solve_refuses_its_previous_plan_as_output(tmp_path: Path) -> None:
+    inst = instance_file(tmp_path)
+    plan = tmp_path / "plan.yaml"
+    assert run(*SOLVE, str(inst), "-o", str(plan)).exit_code == 0
+    before = plan.read_bytes()
+    result = run(*SOLVE, str(inst), "--previous", str(plan), "-o", str(plan))
+    assert assert_user_error(result) == [
+        f"error: {plan}: is an input of this command: it would be replaced; give another "
+        "output path"
+    ]
+    assert plan.read_bytes() == before
+
+
+def test_convert_refuses_a_dump_file_or_a_file_in_a_dump_folder(tmp_path: Path) -> None:
+    dump = tmp_path / "d.yaml"
+    dump.write_text(NODE_DOC, encoding="utf-8")
+    assert assert_user_error(run("convert", "k8s", str(dump), "-o", str(dump))) == [
+        f"error: {dump}: is an input of this command: it would be replaced; give another "
+        "output path"
+    ]
+    assert dump.read_text() == NODE_DOC
+    # a folder: a file inside it that would be read on the next conversion
+    assert assert_user_error(run("convert", "k8s", str(tmp_path), "-o", str(dump))) == [
+        f"error: {dump}: is inside the input folder {tmp_path}; give another output path"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "held", "writes"),
+    [
+        # before: schema -o inst.yaml replaced the instance with the JSON Schema
+        (["schema"], "instance (kind: Instance)", "other data"),
+        # a plan written over an instance: a typo of a path, not a wish
+        ([*SOLVE, str(DEFAULT)], "instance (kind: Instance)", "a plan"),
+    ],
+)
+def test_a_gangplan_file_of_another_kind_is_not_replaced(
+    tmp_path: Path, args: list[str], held: str, writes: str
+) -> None:
+    inst = instance_file(tmp_path)
+    assert assert_user_error(run(*args, "-o", str(inst))) == [
+        f"error: {inst}: holds a gangplan {held}, and this command writes {writes}: it is not "
+        "replaced; give another output path, or remove the file first"
+    ]
+    assert inst.read_bytes() == DEFAULT.read_bytes()
+
+
+def test_a_file_of_the_same_kind_is_replaced_atomically_keeping_its_mode(
+    tmp_path: Path,
+) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("apiVersion: gangplan.io/v1alpha1\nkind: Plan\ngangs: []\n")
+    plan.chmod(0o640)
+    assert run(*SOLVE, str(DEFAULT), "-o", str(plan)).exit_code == 0
+    assert plan.stat().st_mode & 0o777 == 0o640
+    assert "kind: Plan" in plan.read_text() and "gang: llm-pretrain" in plan.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.yaml"]  # no temporary left
+
+
+def test_a_new_file_gets_the_mode_open_would_give(tmp_path: Path) -> None:
+    import os
+
+    mask = os.umask(0o027)
+    try:
+        assert run("schema", "-o", str(tmp_path / "s.json")).exit_code == 0
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "s.json").stat().st_mode & 0o777 == 0o640  # 0o666 & ~0o027
+
+
+def test_a_failed_write_leaves_the_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("apiVersion: gangplan.io/v1alpha1\nkind: Plan\ngangs: []\n")
+    before = plan.read_bytes()
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    result = run(*SOLVE, str(DEFAULT), "-o", str(plan))
+    assert assert_user_error(result) == [f"error: {plan}: cannot write: No space left on device"]
+    assert plan.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.yaml"]
+
+
+def test_a_symlink_is_written_through(tmp_path: Path) -> None:
+    # before: the link was replaced by a regular file; now the file it points to is
+    target = tmp_path / "real" / "s.json"
+    target.parent.mkdir()
+    target.write_text("{}\n")
+    link = tmp_path / "s.json"
+    link.symlink_to(target)
+    assert run("schema", "-o", str(link)).exit_code == 0
+    assert link.is_symlink()
+    assert '"$defs"' in target.read_text()
+
+
+def _device(tmp_path: Path, name: str, minor: int) -> Path:
+    """A private copy of /dev/null (minor 3) or /dev/full (minor 7): the tests never write to
+    the machine's own (before the fix, as root, -o replaced them by regular files)."""
+    import os
+    import stat
+
+    path = tmp_path / name
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    except (OSError, AttributeError) as err:
+        pytest.skip(f"cannot make a device node here ({err})")
+    return path
+
+
+def test_a_character_device_is_written_as_a_stream(tmp_path: Path) -> None:
+    import stat
+
+    null = _device(tmp_path, "null", 3)
+    assert run(*SOLVE, str(DEFAULT), "-o", str(null)).exit_code == 0
+    assert stat.S_ISCHR(null.stat().st_mode)  # still the device
+    full = _device(tmp_path, "full", 7)
+    assert assert_user_error(run("schema", "-o", str(full))) == [
+        f"error: {full}: cannot write: No space left on device"
+    ]
+    assert stat.S_ISCHR(full.stat().st_mode)
+
+
+def test_a_fifo_gets_everything(tmp_path: Path) -> None:
+    # before: the FIFO was replaced by a regular file and its reader got nothing. The reader
+    # opens first (without waiting for a writer); the schema (about 30 KB) fits the pipe's
+    # buffer (64 KiB on Linux), so no thread is needed, and nothing hangs either way.
+    import os
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        result = run("schema", "-o", str(fifo))
+        assert result.exit_code == 0, result.output
+        got = b""
+        while chunk := _read_some(fd):
+            got += chunk
+    finally:
+        os.close(fd)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got == run("schema").stdout.encode()
+
+
+def _read_some(fd: int) -> bytes:
+    import os
+
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:  # no writer ever came: nothing to read
+        return b""
+
+
+def test_dash_is_standard_output() -> None:
+    result = run("schema", "-o", "-")
+    assert result.exit_code == 0
+    assert result.stdout == run("schema").stdout  # the schema alone, no "wrote" line
+
+
+# --------------------------------------------------------------------------- duplicate keys, BOM
+
+NODE_DOC = (
+    "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+    "status: {allocatable: {cpu: '4', pods: '110'}}\n"
+)
+
+
+def test_duplicate_keys_in_an_instance_name_both_lines(tmp_path: Path) -> None:
+    # before: the second gangs: replaced the first, and gang a disappeared silently
+    inst = tmp_path / "dup.yaml"
+    inst.write_text(
+        HEAD
+        + "nodes: [{name: n1, allocatable: {cpu: 4}}]\nqueues: [{name: q}]\n"
+        + "gangs: [{name: a, queue: q, roles: [{name: w, count: 1}]}]\n"
+        + "gangs: [{name: b, queue: q, roles: [{name: w, count: 1}]}]\n",
+        encoding="utf-8",
+    )
+    assert assert_user_error(run("validate", str(inst))) == [
+        f"error: {inst}: line 6 column 1: not valid YAML: mapping key 'gangs' already "
+        "defined at line 5"
+    ]
+
+
+def test_duplicate_keys_in_a_plan_name_both_lines(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "apiVersion: gangplan.io/v1alpha1\nkind: Plan\ngangs: []\npods: []\ngangs: []\n"
+    )
+    assert assert_user_error(run("verify", str(DEFAULT), str(plan))) == [
+        f"error: {plan}: line 5 column 1: not valid YAML: mapping key 'gangs' already "
+        "defined at line 3"
+    ]
+
+
+def test_a_duplicate_key_in_a_dump_drops_that_document(tmp_path: Path) -> None:
+    # before: nvidia.com/gpu: 8 then nvidia.com/gpu: 1 read as 1 GPU silently
+    dump = tmp_path / "d.yaml"
+    dump.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n0}\nstatus:\n  allocatable:\n"
+        "    nvidia.com/gpu: 8\n    cpu: '4'\n    nvidia.com/gpu: 1\n---\n" + NODE_DOC,
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.yaml"
+    result = run("convert", "k8s", str(dump), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert (
+        f"{dump}#0: not valid YAML at line 8 column 5: mapping key 'nvidia.com/gpu' already "
+        "defined at line 6"
+    ) in result.stderr
+    assert f"wrote {out}: 1 nodes, 0 GPUs," in result.stderr  # n1, the next document
+
+
+def test_a_json_dump_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    # before: "not valid JSON: Unexpected UTF-8 BOM", an empty instance, and exit 0
+    dump = tmp_path / "d.json"
+    node = '{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "status": {}}'
+    dump.write_bytes(
+        b"\xef\xbb\xbf" + f'{{"apiVersion": "v1", "kind": "List", "items": [{node}]}}'.encode()
+    )
+    result = run("convert", "k8s", str(dump))
+    assert result.exit_code == 0, result.output
+    assert "instance: 1 nodes," in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        # an empty file
+        ("", "the dump holds no object"),
+        # objects gangplan does not read
+        (
+            "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+            "not one object of a kind gangplan reads (1 not read, listed above)",
+        ),
+    ],
+)
+def test_nothing_read_is_an_error_and_writes_nothing(tmp_path: Path, text: str, why: str) -> None:
+    dump = tmp_path / "d.yaml"
+    dump.write_text(text, encoding="utf-8")
+    out = tmp_path / "out.yaml"
+    result = run("convert", "k8s", str(dump), "-o", str(out))
+    assert assert_user_error(result) == [f"error: {dump}: nothing read: {why}; no instance written"]
+    assert not out.exists()
+
+
+def test_a_duplicate_key_in_the_serve_configuration_names_both_lines(tmp_path: Path) -> None:
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("period_s: 1\nperiod_s: 2\n", encoding="utf-8")
+    assert assert_user_error(run("serve", "--once", "--config", str(cfg))) == [
+        f"error: {cfg}: line 2 column 1: not YAML: mapping key 'period_s' already defined at line 1"
     ]

@@ -72,6 +72,8 @@ def test_strict_fails_on_invalid_documents(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{image: x}]}\n"
+        # a node read, so that the dump is not "nothing read" (an error of its own)
+        "---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
     )
     assert run("convert", "k8s", str(bad)).exit_code == 0  # listed, not fatal
     result = run("convert", "k8s", "--strict", str(bad))

@@ -275,3 +275,69 @@ def test_a_pattern_go_refuses_is_noted_not_matched(
     assert result.snapshot.nodes[0].domains == {}
     [note] = [e for e in result.summary.notes if e.kind == "HyperNode.topology.volcano.sh"]
     assert note.detail == f"spec.members[0].selector.regexMatch: bad pattern ({message})"
+
+
+# --------------------------------------------------------------------------- one bad object
+
+
+def volcano_queue(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, **spec},
+    }
+
+
+def test_a_queue_name_too_long_drops_the_queue_and_its_gang_only(tmp_path: Path) -> None:
+    # before: "the dump reads into an inconsistent snapshot: queues[1].name: String should
+    # have at most 253 characters" — and nothing converted
+    long = "q" * 254
+    bad = pod("p1", annotations={"scheduling.volcano.sh/queue-name": long})
+    result = read(tmp_path, node(), bad, pod("p2"))
+    src = f"{tmp_path / 'dump.yaml'}#1"
+    assert {(e.source, e.kind, e.name, e.detail) for e in invalid(result)} == {
+        # the queue the annotation names, listed under the pod that names it
+        (src, "Queue", long, "name: String should have at most 253 characters"),
+        (src, "Gang", "default/p1", "queue: String should have at most 253 characters"),
+    }
+    assert [g.name for g in result.snapshot.gangs] == ["p2"]
+    assert [q.name for q in result.snapshot.queues] == ["default"]
+
+
+def test_a_fractional_extended_resource_in_a_queue_drops_that_queue(tmp_path: Path) -> None:
+    # before: "the dump reads into an inconsistent snapshot: queues[1].max.example.com/fpga:
+    # 500m is not a whole number" — and nothing converted
+    result = read(
+        tmp_path,
+        node(),
+        volcano_queue("qa", capability={"example.com/fpga": "0.5"}),
+        volcano_queue("qb", capability={"nvidia.com/gpu": "4"}),
+        pod("p", annotations={"scheduling.volcano.sh/queue-name": "qb"}),
+    )
+    [entry] = invalid(result)
+    assert (entry.kind, entry.name) == ("Queue.scheduling.volcano.sh", "qa")
+    assert entry.detail == (
+        "max.example.com/fpga: 500m is not a whole number; extended resources are counted in "
+        "whole units (only the GPU resource takes a share such as 500m)"
+    )
+    assert [q.name for q in result.snapshot.queues] == ["qb"]
+    assert [(g.name, g.queue) for g in result.snapshot.gangs] == [("p", "qb")]
+
+
+def test_strict_fails_on_a_dropped_queue(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from gangplan.adapters.cli import main
+
+    dump = tmp_path / "d.yaml"
+    dump.write_text(
+        yaml.safe_dump_all([node(), volcano_queue("qa", capability={"example.com/fpga": "0.5"})]),
+        encoding="utf-8",
+    )
+    assert CliRunner().invoke(main, ["convert", "k8s", str(dump)]).exit_code == 0
+    strict = CliRunner().invoke(main, ["convert", "k8s", "--strict", str(dump)])
+    assert strict.exit_code == 1
+    assert strict.stderr.startswith(
+        f"error: {dump}#1: Queue.scheduling.volcano.sh qa: invalid object: max.example.com/fpga"
+    )
