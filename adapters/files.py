@@ -220,8 +220,10 @@ def load_snapshot(path: str | Path | None) -> tuple[Snapshot, list[str]]:
     name, data = read_data(path)
     if isinstance(data, dict) and data.get("kind") not in (None, "Instance"):
         raise InputError(name, [Problem("kind", f"is {data.get('kind')!r}; accepted: 'Instance'")])
+    slow = yaml_input.loader_warning() if _format_for(Path(name)) == "yaml" else None
     try:
-        return load_instance(data)
+        snapshot, warnings = load_instance(data)
+        return snapshot, [*([slow] if slow else []), *warnings]
     except RecursionError:
         raise InputError(name, [Problem("", "nested too deeply to validate")]) from None
     except InstanceError as err:

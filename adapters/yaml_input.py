@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 __all__ = [
     "C_LOADER",
@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 _MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
 _ALIAS = re.compile(r"(?:^|[\s\[{,:])\*[^\s\[\]{},]", re.MULTILINE)
 """An alias token (``*name``) can only start where a node can: at a line's start, after
 white space, a flow indicator or a colon. Text without one holds no alias (quoted ``'*'``
@@ -166,11 +167,10 @@ class _Checks:
             self.flatten_mapping(node)  # type: ignore[attr-defined]
         first = len(node.value) - explicit  # merged pairs first, then the document's own
         mapping: dict[Any, Any] = {}
-        lines: dict[tuple[type, Any], int] = {}
-        construct = self.construct_object  # type: ignore[attr-defined]
+        own: set[Any] = set()
         for i, (key_node, value_node) in enumerate(node.value):
-            key = construct(key_node, deep=deep)
-            if not isinstance(key, Hashable):
+            key = self._scalar_or_object(key_node, deep)
+            if type(key_node) is not ScalarNode and not isinstance(key, Hashable):
                 raise ConstructorError(
                     "while constructing a mapping",
                     node.start_mark,
@@ -178,15 +178,47 @@ class _Checks:
                     key_node.start_mark,
                 )
             if i >= first:
-                typed = (type(key), key)  # 1 and true are equal in Python, not in YAML
-                if typed in lines:
-                    raise DocumentRefused(
-                        f"mapping key {key!r} already defined at line {lines[typed] + 1}",
-                        key_node.start_mark,
-                    )
-                lines[typed] = key_node.start_mark.line
-            mapping[key] = construct(value_node, deep=deep)
+                if key in own:
+                    self._refuse_duplicate(node, first, i, key)
+                own.add(key)
+            mapping[key] = self._scalar_or_object(value_node, deep)
         return mapping
+
+    def _scalar_or_object(self, node: Node, deep: bool) -> Any:
+        # a string scalar is its own value (what construct_yaml_str returns): built here
+        # without the constructor's dispatch, as most keys and values of a dump are strings
+        if node.tag == _STR and type(node) is ScalarNode:
+            return node.value
+        return self.construct_object(node, deep=deep)  # type: ignore[attr-defined]
+
+    def _refuse_duplicate(self, node: Node, first: int, i: int, key: Any) -> None:
+        """Raise for the key of pair ``i``, equal to a key of an earlier pair of the
+        mapping's own (from ``first``) — unless they only compare equal in Python (``1`` and
+        ``true`` are different YAML keys)."""
+        key_node = node.value[i][0]
+        for earlier, _ in node.value[first:i]:
+            other = self._scalar_or_object(earlier, False)
+            if type(other) is type(key) and other == key:
+                raise DocumentRefused(
+                    f"mapping key {key!r} already defined at line {earlier.start_mark.line + 1}",
+                    key_node.start_mark,
+                )
+
+    def construct_sequence(self, node: Node, deep: bool = False) -> list[Any]:
+        if not isinstance(node, SequenceNode):
+            raise ConstructorError(
+                None,
+                None,
+                f"expected a sequence node, but found {type(node).__name__}",
+                node.start_mark,
+            )
+        construct = self.construct_object  # type: ignore[attr-defined]
+        return [
+            child.value
+            if child.tag == _STR and type(child) is ScalarNode
+            else construct(child, deep=deep)
+            for child in node.value
+        ]
 
 
 # the C loader's construct_mapping is looked up by the constructor tables of SafeConstructor,

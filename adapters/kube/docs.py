@@ -33,7 +33,6 @@ from gangplan.adapters.kube.summary import REASON_NOT_AN_OBJECT, ReadSummary
 __all__ = ["DUMP_SUFFIXES", "Document", "DumpError", "read_documents"]
 
 DUMP_SUFFIXES = (".yaml", ".yml", ".json")
-_LOADER = yaml_input.PythonLoader
 
 
 class DumpError(Exception):
@@ -142,7 +141,7 @@ def _documents_of_text(
     else:
         seen = 0  # documents parsed so far: the index of the next
         try:
-            for data, refused in yaml_input.load_all(text, _LOADER):
+            for data, refused in yaml_input.load_all(text):
                 if refused is None:
                     raw.append((f"{name}#{seen}", data))
                 else:

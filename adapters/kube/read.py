@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gangplan.adapters import yaml_input
 from gangplan.adapters.kube.docs import DumpError, read_documents
 from gangplan.adapters.kube.gangs import GangAssembler, note_unknown_resources
 from gangplan.adapters.kube.nodes import (
@@ -86,9 +87,15 @@ class KubeRead:
     summary: ReadSummary
 
     def warnings(self) -> list[str]:
-        """The snapshot's warnings, and what would stop gangs from being placed that an
-        option can fix (joint allocation with no device layout: ``--device-layout``)."""
-        return [*self.snapshot.warnings(), *joint_without_layout(self.snapshot)]
+        """The YAML reader's warning (PyYAML without libyaml), the snapshot's warnings, and
+        what would stop gangs from being placed that an option can fix (joint allocation with
+        no device layout: ``--device-layout``)."""
+        slow = yaml_input.loader_warning()
+        return [
+            *([slow] if slow else []),
+            *self.snapshot.warnings(),
+            *joint_without_layout(self.snapshot),
+        ]
 
 
 def joint_without_layout(snapshot: Snapshot) -> list[str]:
