@@ -362,7 +362,14 @@ class GangAssembler:
     def _priority(self, m: _Members) -> int:
         spec = m.spec
         if spec is not None and (spec.priority is not None or spec.priority_class):
-            return self._priorities.of(spec.priority, spec.priority_class, "priorityClassName")
+            return self._priorities.of(
+                spec.priority,
+                spec.priority_class,
+                "priorityClassName",
+                source=spec.source,
+                kind=spec.kind,
+                who=f"{spec.namespace}/{spec.name}",
+            )
         return max(p.priority for p in m.pending)
 
     def _joint(self, m: _Members, where: Where) -> str:

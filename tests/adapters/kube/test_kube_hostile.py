@@ -341,3 +341,25 @@ def test_strict_fails_on_a_dropped_queue(tmp_path: Path) -> None:
     assert strict.stderr.startswith(
         f"error: {dump}#1: Queue.scheduling.volcano.sh qa: invalid object: max.example.com/fpga"
     )
+
+
+def test_a_missing_priority_class_of_a_gang_object_is_noted_under_it(tmp_path: Path) -> None:
+    # found by the fuzz suite: the note had no source, kind or name (": priorityClassName:
+    # ...") when a Volcano PodGroup named a PriorityClass the dump does not hold
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 1, "priorityClassName": "missing"},
+    }
+    member = pod("p", annotations={"scheduling.k8s.io/group-name": "g"})
+    result = read(tmp_path, group, node(), member)
+    [note] = [e for e in result.summary.notes if "PriorityClass" in e.detail]
+    assert (note.source, note.kind, note.name) == (
+        f"{tmp_path / 'dump.yaml'}#0",
+        "PodGroup.scheduling.volcano.sh",
+        "default/g",
+    )
+    assert (
+        note.detail == "priorityClassName: PriorityClass 'missing' is not in the dump: priority 0"
+    )
