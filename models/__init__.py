@@ -10,12 +10,13 @@ Every public name is exported here; the modules:
 - ``free``: what running pods leave free on each node (``NodeFree``) and the warnings;
 - ``limits``: the bounds on sizes that no real cluster reaches (``MAX_NODES``, ...);
 - ``instance``: the instance file's schema and its expansion into a snapshot;
+- ``preemption``: who may evict whom (``PreemptionRules``, ``RunningGang``);
 - ``plan``: the plan a cycle returns.
 """
 
 from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key
 from gangplan.models.checks import Problem, SnapshotError
-from gangplan.models.free import NodeFree
+from gangplan.models.free import NodeFree, PodHold
 from gangplan.models.instance import (
     InstanceError,
     InstanceFile,
@@ -33,6 +34,7 @@ from gangplan.models.limits import (
     MAX_PODS_PER_GANG,
 )
 from gangplan.models.plan import (
+    Eviction,
     GangOutcome,
     PendingKind,
     PendingReason,
@@ -42,6 +44,7 @@ from gangplan.models.plan import (
     ReasonFamily,
     TierReport,
 )
+from gangplan.models.preemption import PreemptionKind, PreemptionRules, RunningGang
 from gangplan.models.quantity import QuantityError, ResourceList, format_quantity, parse_quantity
 from gangplan.models.snapshot import (
     DeviceLayout,
@@ -53,7 +56,10 @@ from gangplan.models.snapshot import (
     NodeSelectorTerm,
     NumaNode,
     PcieSwitch,
+    PreemptionPolicy,
+    PreemptionSettings,
     Queue,
+    QueuePreemption,
     ResourceNames,
     Role,
     RunningPod,
@@ -73,6 +79,7 @@ __all__ = [
     "MAX_PODS",
     "MAX_PODS_PER_GANG",
     "DeviceLayout",
+    "Eviction",
     "Gang",
     "GangOutcome",
     "InstanceError",
@@ -90,14 +97,21 @@ __all__ = [
     "PendingReason",
     "Plan",
     "PlanSummary",
+    "PodHold",
     "PodPlacement",
+    "PreemptionKind",
+    "PreemptionPolicy",
+    "PreemptionRules",
+    "PreemptionSettings",
     "Problem",
     "QuantityError",
     "Queue",
+    "QueuePreemption",
     "ReasonFamily",
     "ResourceList",
     "ResourceNames",
     "Role",
+    "RunningGang",
     "RunningPod",
     "Snapshot",
     "SnapshotError",

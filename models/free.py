@@ -28,7 +28,7 @@ amount, allocatable minus running pods, clamped at zero):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,16 @@ from gangplan.models.quantity import format_quantity
 if TYPE_CHECKING:
     from gangplan.models.snapshot import DeviceLayout, Node, RunningPod, Snapshot
 
-__all__ = ["FreeCapacity", "NodeFree", "derive_free"]
+__all__ = ["FreeCapacity", "NodeFree", "PodHold", "derive_free", "free_after"]
+
+
+@dataclass(frozen=True)
+class PodHold:
+    """The devices one running pod holds, as the derivation below gives them:
+    ``gpu_milli`` per GPU device id (1000 for a whole GPU), ``nics`` the NIC ids."""
+
+    gpu_milli: dict[str, int]
+    nics: tuple[str, ...]
 
 
 @dataclass
@@ -48,13 +57,15 @@ class NodeFree:
 
     ``resources`` in base units; ``gpu_milli`` per GPU device id (0..1000);
     ``nics`` the free NIC ids; ``running_gpu_milli`` what running pods request of the GPU
-    resource (milli-GPU, unclamped).
+    resource (milli-GPU, unclamped); ``holds`` the devices each running pod of the node
+    holds, by ``(namespace, name)`` (what an eviction gives back).
     """
 
     resources: dict[str, int]
     gpu_milli: dict[str, int]
     nics: frozenset[str]
     running_gpu_milli: int = 0
+    holds: dict[tuple[str, str], PodHold] = field(default_factory=dict)
 
     @property
     def whole_gpus(self) -> tuple[str, ...]:
@@ -95,22 +106,49 @@ def _snapshot_warnings(s: Snapshot) -> Iterator[str]:
                 )
 
 
-def _node_free(s: Snapshot, node: Node, warnings: list[str]) -> NodeFree:
+def free_after(s: Snapshot, node: Node, evicted: Collection[tuple[str, str]]) -> NodeFree:
+    """What the running pods of ``node`` leave once the pods ``evicted`` (``(namespace,
+    name)``) are gone, by the rules of the module docstring: devices are handed out as if
+    every pod ran (so a pod kept holds the very devices it holds now), then only the kept
+    pods' requests and devices count. The verifier and the cluster state of placers and the
+    model both use it, so they agree on what an eviction frees."""
+    return _node_free(s, node, [], frozenset(evicted))
+
+
+def _node_free(
+    s: Snapshot,
+    node: Node,
+    warnings: list[str],
+    evicted: frozenset[tuple[str, str]] = frozenset(),
+) -> NodeFree:
     layout = s.layout_of(node)
     pods = s.running_on(node.name)
+    kept = [p for p in pods if (p.namespace, p.name) not in evicted]
     held: Counter[str] = Counter()
-    for pod in pods:
+    for pod in kept:
         held.update(pod.requests)
-    warnings.extend(_held_warnings(node, held))
-    nics = _free_nics(s, node, layout, pods, warnings)
-    gpu_milli = _free_gpu_milli(s, node, layout, pods, warnings)
+    if not evicted:
+        warnings.extend(_held_warnings(node, held))
+    nic_holds = _nic_holds(s, node, layout, pods, warnings)
+    gpu_holds = _gpu_holds(s, node, layout, pods, warnings)
+    holds = {
+        key: PodHold(gpu_holds.get(key, {}), nic_holds.get(key, ()))
+        for key in ((p.namespace, p.name) for p in pods)
+    }
+    taken_nics = {x for p in kept for x in holds[(p.namespace, p.name)].nics}
+    nics = [x for x in layout.nic_ids if x not in taken_nics]
+    gpu_milli = {}
+    for dev in layout.gpu_ids:
+        used = sum(holds[(p.namespace, p.name)].gpu_milli.get(dev, 0) for p in kept)
+        gpu_milli[dev] = max(0, GPU_MILLI - used)
     resources = {res: max(0, amount - held.get(res, 0)) for res, amount in node.allocatable.items()}
     _within_total(gpu_milli, resources.get(s.gpu, 0))
     return NodeFree(
         resources=resources,
         gpu_milli=gpu_milli,
         nics=frozenset(nics),
-        running_gpu_milli=sum(pod.requests.get(s.gpu, 0) for pod in pods),
+        running_gpu_milli=sum(pod.requests.get(s.gpu, 0) for pod in kept),
+        holds=holds,
     )
 
 
@@ -146,34 +184,42 @@ def _held_warnings(node: Node, held: Counter[str]) -> Iterator[str]:
             )
 
 
-def _free_nics(
+def _nic_holds(
     s: Snapshot, node: Node, layout: DeviceLayout, pods: Sequence[RunningPod], warnings: list[str]
-) -> list[str]:
-    """The NIC ids left: every named one is taken first, then the lowest-listed free ones go
-    to pods that ask more than they name (in pod-name order)."""
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The NIC ids each pod holds (by ``(namespace, name)``): every named one first, then the
+    lowest-listed free ones go to pods that ask more than they name (in pod-name order)."""
     nic_ids = set(layout.nic_ids)
     named = {d for pod in pods for d in pod.devices if d in nic_ids}
     free = [x for x in layout.nic_ids if x not in named]
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
     for pod in sorted(pods, key=lambda p: p.name):
         want = pod.requests.get(s.nic, 0) // GPU_MILLI
-        have = sum(1 for d in pod.devices if d in nic_ids)
+        mine = [d for d in pod.devices if d in nic_ids]
+        have = len(mine)
         if want > have:
             given = free[: want - have]
             del free[: len(given)]
+            mine += given
             if have + len(given) < want:
                 warnings.append(
                     f"node {node.name!r}: running pod {pod.name!r} holds {want} NICs but "
                     f"only {have + len(given)} NIC devices are left for it"
                 )
-    return free
+        if mine:
+            out[(pod.namespace, pod.name)] = tuple(mine)
+    return out
 
 
-def _free_gpu_milli(
+def _gpu_holds(
     s: Snapshot, node: Node, layout: DeviceLayout, pods: Sequence[RunningPod], warnings: list[str]
-) -> dict[str, int]:
-    """Milli-GPU left per GPU id: pods naming their GPUs first, then the others."""
+) -> dict[tuple[str, str], dict[str, int]]:
+    """Milli-GPU each pod holds per GPU id (by ``(namespace, name)``): pods naming their
+    GPUs first, then the others; a device's free milli is 1000 minus what its holders hold,
+    clamped at 0."""
     gpu_milli = {g: GPU_MILLI for g in layout.gpu_ids}
     position = {g: i for i, g in enumerate(layout.gpu_ids)}
+    out: dict[tuple[str, str], dict[str, int]] = {}
     for pod in sorted(pods, key=lambda p: (not any(d in gpu_milli for d in p.devices), p.name)):
         want = pod.requests.get(s.gpu, 0)
         named = [d for d in pod.devices if d in gpu_milli]
@@ -191,6 +237,7 @@ def _free_gpu_milli(
                 )
                 continue
             dev = candidates[0]
+            out[(pod.namespace, pod.name)] = {dev: want}
             gpu_milli[dev] -= want
             if gpu_milli[dev] < 0:
                 warnings.append(
@@ -206,9 +253,11 @@ def _free_gpu_milli(
             taken += spare[: need - len(taken)]
         for d in taken:
             gpu_milli[d] = 0
+        if taken:
+            out[(pod.namespace, pod.name)] = dict.fromkeys(taken, GPU_MILLI)
         if len(taken) < need:
             warnings.append(
                 f"node {node.name!r}: running pod {pod.name!r} holds {need} GPUs but only "
                 f"{len(taken)} GPU devices are left for it (a GPU was lost?)"
             )
-    return gpu_milli
+    return out

@@ -49,6 +49,7 @@ from gangplan.models.snapshot import (
     Gang,
     Level,
     Node,
+    PreemptionSettings,
     Queue,
     ResourceNames,
     RunningPod,
@@ -142,6 +143,7 @@ class InstanceFile(Frozen):
     queues: tuple[Queue, ...] = ()
     gangs: tuple[Gang, ...] = ()
     running: tuple[RunningEntry, ...] = ()
+    preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -169,6 +171,7 @@ class InstanceFile(Frozen):
             "queues": [q.model_dump() for q in self.queues],
             "gangs": [g.model_dump() for g in self.gangs],
             "running": running,
+            "preemption": self.preemption.model_dump(),
             "metadata": self.metadata,
         }
         try:

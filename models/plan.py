@@ -1,5 +1,6 @@
 """The plan a cycle returns: per gang admitted (with its size) or pending with a reason; per
-pod its node and device ids; a summary of how it was found.
+pod its node and device ids; per running pod it evicts, the gang it makes room for and why;
+a summary of how it was found.
 
 A plan refers to gangs by namespace and name and to pods by name, never by index, so it can
 be written to a file (``kind: Plan``), read back and checked by ``gangplan verify`` against
@@ -15,6 +16,7 @@ from pydantic import ConfigDict, Field, NonNegativeInt
 from gangplan.models.base import Frozen, gang_key
 
 __all__ = [
+    "Eviction",
     "GangOutcome",
     "PendingKind",
     "PendingReason",
@@ -135,6 +137,25 @@ class PodPlacement(Frozen):
         return gang_key(self.namespace, self.gang)
 
 
+class Eviction(Frozen):
+    """One running pod the plan evicts (policy/v1 ``Eviction``) to make room.
+
+    ``pod``, ``namespace``, ``node``: the running pod; ``gang``: its running gang (None for
+    a pod of no gang). ``for_gang``: the key (``namespace/name``) of the pending gang the
+    plan admits in the room it frees; ``kind``: ``priority`` (a lower priority in the same
+    queue) or ``reclaim`` (a queue taking back its guaranteed amount); ``reason``: a sentence
+    with the numbers.
+    """
+
+    pod: str
+    namespace: str = "default"
+    gang: str | None = None
+    node: str
+    for_gang: str
+    kind: Literal["priority", "reclaim"]
+    reason: str = ""
+
+
 class TierReport(Frozen):
     """One score entry as a placer optimised it: value, and (for CP-SAT) bound and gap.
 
@@ -171,6 +192,7 @@ class Plan(Frozen):
     kind: Literal["Plan"] = "Plan"
     gangs: tuple[GangOutcome, ...] = ()
     pods: tuple[PodPlacement, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
     summary: PlanSummary | None = None
 
     def outcome(self, key: str) -> GangOutcome | None:
@@ -187,3 +209,8 @@ class Plan(Frozen):
     def placed(self, name: str, namespace: str = "default") -> int:
         """Pods of gang ``namespace/name`` in the plan."""
         return len(self.pods_of(gang_key(namespace, name)))
+
+    @property
+    def evicted(self) -> frozenset[tuple[str, str]]:
+        """The running pods the plan evicts, as ``(namespace, name)`` pairs."""
+        return frozenset((e.namespace, e.pod) for e in self.evictions)

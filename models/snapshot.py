@@ -30,6 +30,13 @@ gangplan               Volcano / Kueue / scheduler-plugins / Koordinator
 ``Queue.max``          Volcano ``capability``; Kueue nominal + ``borrowingLimit``;
                        ElasticQuota ``max``
 ``Level``              Kueue ``Topology`` level (``nodeLabel``); Volcano HyperNode tier
+``QueuePreemption``    Kueue ClusterQueue ``spec.preemption`` (``withinClusterQueue``,
+                       ``reclaimWithinCohort``); Volcano Queue ``reclaimable``
+``Gang.preemption_``   PriorityClass ``preemptionPolicy`` (``Never``: the gang never preempts)
+``policy``
+``RunningPod.``        Volcano ``volcano.sh/preemptable``, Koordinator's
+``preemptible``        ``koordinator.sh/preemptible`` label, a PodDisruptionBudget that
+                       allows no disruption
 =====================  ==========================================================================
 
 Inconsistencies real clusters have (running pods holding more than the node reports, a
@@ -41,7 +48,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -54,8 +61,9 @@ from pydantic import (
 
 from gangplan.models.base import GPU_MILLI, Frozen, K8sName, Name, gang_key
 from gangplan.models.checks import Problem, SnapshotError, snapshot_problems
-from gangplan.models.free import FreeCapacity, NodeFree, derive_free
+from gangplan.models.free import FreeCapacity, NodeFree, derive_free, free_after
 from gangplan.models.limits import RoleCount
+from gangplan.models.preemption import PreemptionRules
 from gangplan.models.quantity import CPU, MEMORY, ResourceList
 
 __all__ = [
@@ -68,7 +76,10 @@ __all__ = [
     "NodeSelectorTerm",
     "NumaNode",
     "PcieSwitch",
+    "PreemptionPolicy",
+    "PreemptionSettings",
     "Queue",
+    "QueuePreemption",
     "ResourceNames",
     "Role",
     "RunningPod",
@@ -82,6 +93,9 @@ Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 """A pod priority (core/v1: int32; PriorityClass values)."""
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 JointPolicy = Literal["none", "pcie", "numa"]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+"""A pending gang's PriorityClass ``preemptionPolicy`` (scheduling.k8s.io/v1): ``Never``
+means the gang waits and never preempts."""
 
 
 # --------------------------------------------------------------------------- scheduling terms
@@ -337,18 +351,40 @@ class Node(Frozen):
         return self.device_layout is not None or self.devices is not None
 
 
+class QueuePreemption(Frozen):
+    """Whom a queue's pending gangs may evict, in Kueue's terms (ClusterQueue
+    ``spec.preemption``; in force only when :attr:`PreemptionSettings.enabled`).
+
+    ``within_queue`` (Kueue ``withinClusterQueue``): ``never``, or ``lower_priority`` —
+    running gangs of the same queue with a strictly lower priority.
+    ``reclaim`` (Kueue ``reclaimWithinCohort``; Volcano's ``reclaim`` action and Queue
+    ``reclaimable``): a queue whose running usage plus the gang stays within its
+    ``guaranteed`` amount may take back what other queues use above theirs: ``never``;
+    ``lower_priority`` — only their gangs of strictly lower priority; ``any`` — whatever
+    their priority. All queues form one cohort.
+    ``reclaimable`` (Volcano Queue ``spec.reclaimable``, default true): may other queues
+    reclaim from this one at all?
+    """
+
+    within_queue: Literal["never", "lower_priority"] = "never"
+    reclaim: Literal["never", "lower_priority", "any"] = "never"
+    reclaimable: bool = True
+
+
 class Queue(Frozen):
     """A tenant queue (Volcano Queue, Kueue ClusterQueue, ElasticQuota).
 
     ``weight`` >= 0; 0 means served last, after every queue of positive weight (Kueue).
     ``guaranteed``: a fair-share floor per resource, lent to others while unused.
     ``max``: a hard cap per resource; a resource not named is not capped.
+    ``preemption``: whom its gangs may evict (:class:`QueuePreemption`).
     """
 
     name: Name
     weight: float = Field(1.0, ge=0, le=1_000_000)
     guaranteed: ResourceList = Field(default_factory=dict)
     max: ResourceList = Field(default_factory=dict)
+    preemption: QueuePreemption = Field(default_factory=QueuePreemption)
 
     @property
     def weight_milli(self) -> int:
@@ -402,6 +438,8 @@ class Gang(Frozen):
     size: any size between it and the full size is accepted. ``gpu_models``: GPU models
     accepted for GPU pods (empty: any). ``joint``: how RDMA NICs pair with GPUs
     (DESIGN.md, joint allocation). ``creation_time`` in seconds (any epoch).
+    ``preemption_policy``: its PriorityClass's ``preemptionPolicy``; ``Never`` keeps it from
+    evicting anyone, whatever its queue allows.
     """
 
     name: K8sName
@@ -414,6 +452,7 @@ class Gang(Frozen):
     topology: TopologyConstraint | None = None
     joint: JointPolicy = "none"
     gpu_models: tuple[Name, ...] = ()
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
 
     @property
     def key(self) -> str:
@@ -448,12 +487,26 @@ class Gang(Frozen):
 
 
 class RunningPod(Frozen):
-    """A pod already bound to ``node``; fixed in this release (never moved or evicted).
+    """A pod already bound to ``node``. It stays unless preemption is on
+    (:attr:`Snapshot.preemption`) and a pending gang may evict its gang
+    (:mod:`gangplan.models.preemption`).
 
     ``devices``: the GPU and NIC ids it holds (device-plugin ids). When it requests GPUs
     (or NICs) but names none, the snapshot gives it the lowest-listed free GPUs (NICs) of
     its node.
     ``queue`` None: it counts toward no queue (and is not shared between queues).
+
+    What preemption needs to know of its gang (pods of one gang should agree; where they do
+    not, the gang takes the latest ``admitted``, the largest ``min_member`` and is
+    preemptible only if all its pods are): ``admitted`` — when the gang was admitted (its
+    pods started), in seconds on the clock of ``Gang.creation_time`` and
+    :attr:`PreemptionSettings.now`; None: long ago (outside any grace period).
+    ``min_member`` — the running gang's minimum (Volcano ``minAvailable``): an elastic gang
+    may lose its pods above it; None: the gang is evicted whole or not at all.
+    ``preemptible`` False — the gang never is a victim (annotation
+    ``gangplan.io/preemptible: "false"``, Volcano ``volcano.sh/preemptable: "false"``,
+    Koordinator's ``koordinator.sh/preemptible`` label, or a PodDisruptionBudget that allows
+    no disruption).
     """
 
     name: K8sName
@@ -464,11 +517,34 @@ class RunningPod(Frozen):
     node: Name
     requests: ResourceList = Field(default_factory=dict)
     devices: tuple[Name, ...] = ()
+    admitted: float | None = Field(None, allow_inf_nan=False)
+    min_member: PositiveInt | None = None
+    preemptible: bool = True
 
     @property
     def gang_key(self) -> str | None:
         """The key of its gang, ``namespace/gang``, or None when it belongs to no gang."""
         return None if self.gang is None else gang_key(self.namespace, self.gang)
+
+
+# --------------------------------------------------------------------------- preemption
+
+
+class PreemptionSettings(Frozen):
+    """Whether this cycle may evict running gangs, and how carefully.
+
+    ``enabled``: the queues' :class:`QueuePreemption` policies are in force (off: running
+    pods are fixed; ``gangplan solve --preemption`` turns it on for a run). ``grace_s``: no
+    gang is evicted within this many seconds of its own admission
+    (``RunningPod.admitted``), so a gang admitted by one cycle is not evicted by the next
+    (no ping-pong). ``now``: the cycle's clock, in seconds on the clock of
+    ``Gang.creation_time``; None: the latest time the snapshot names (a creation or an
+    admission).
+    """
+
+    enabled: bool = False
+    grace_s: float = Field(300.0, ge=0, allow_inf_nan=False)
+    now: float | None = Field(None, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- the snapshot
@@ -519,6 +595,7 @@ class Snapshot(Frozen):
     queues: tuple[Queue, ...] = ()
     gangs: tuple[Gang, ...] = ()
     running: tuple[RunningPod, ...] = ()
+    preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -639,6 +716,28 @@ class Snapshot(Frozen):
     def free(self, node: str) -> NodeFree:
         """What running pods leave on ``node``, clamped at zero (never negative)."""
         return self._derived.free[node]
+
+    def free_after(self, node: str, evicted: Collection[tuple[str, str]]) -> NodeFree:
+        """What the running pods of ``node`` leave once the pods ``evicted`` (``(namespace,
+        name)`` pairs; others are ignored) are gone: each pod kept holds the very devices it
+        holds now (:func:`gangplan.models.free.free_after`)."""
+        if not evicted:
+            return self.free(node)
+        return free_after(self, self.node_by_name[node], evicted)
+
+    def with_preemption(self, enabled: bool = True) -> Snapshot:
+        """This snapshot with preemption turned on (or off), everything else shared (what
+        ``gangplan solve --preemption`` runs on)."""
+        settings = self.preemption.model_copy(update={"enabled": enabled})
+        out = self.model_copy(update={"preemption": settings})
+        out.__dict__.pop("preemption_rules", None)  # rules read the setting: derive anew
+        return out
+
+    @cached_property
+    def preemption_rules(self) -> PreemptionRules:
+        """Who may evict whom in this snapshot (:class:`~gangplan.models.preemption.
+        PreemptionRules`), built once."""
+        return PreemptionRules(self)
 
     def warnings(self) -> list[str]:
         """Inconsistencies that are not errors, each naming the node and resource or label."""

@@ -11,6 +11,9 @@ solve``, ``replan`` and ``serve``:
    or CP-SAT's plan scores below the incumbent, return the incumbent and say so;
 4. give every pending gang a reason (:mod:`gangplan.solver.reasons`).
 
+With preemption on (``Snapshot.preemption.enabled``) each baseline is followed by the greedy
+preemption of :mod:`gangplan.solver.preemption`, and the plans carry evictions.
+
 It never raises for "nothing fits": an empty plan with reasons is a valid answer.
 """
 
@@ -18,9 +21,18 @@ from __future__ import annotations
 
 import time
 
-from gangplan.models import Gang, Plan, PlanSummary, PodPlacement, Snapshot, TierReport
+from gangplan.models import (
+    Eviction,
+    Gang,
+    Plan,
+    PlanSummary,
+    PodPlacement,
+    Snapshot,
+    TierReport,
+)
 from gangplan.solver.baselines import BASELINES
 from gangplan.solver.context import CycleContext
+from gangplan.solver.preemption import REPRIEVE, greedy_preemption
 from gangplan.solver.reasons import ExactCheck, explain_pending
 from gangplan.solver.result import CycleResult, CycleStatus, SolverConfig, assemble_plan
 from gangplan.solver.score import Score, score
@@ -44,11 +56,12 @@ def _finish(
     notes: list[str] | None = None,
     reason_budget: float = 0.0,
     exact_check: ExactCheck | None = None,
+    evictions: list[Eviction] | None = None,
 ) -> tuple[Plan, Score]:
     placed = {p.gang_key for p in pods}
     pending = [g for g in ctx.snapshot.gangs if g.key not in placed]
     reasons = explain_pending(ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget)
-    plan = assemble_plan(ctx.snapshot, pods, reasons)
+    plan = assemble_plan(ctx.snapshot, pods, reasons, evictions=evictions or [])
     sc = score(ctx.snapshot, plan, previous, topology=ctx.topo, shares=ctx.shares)
     if tiers:
         # report the returned plan's own values (the model's may be looser, e.g. a spread
@@ -81,14 +94,22 @@ def run_baseline(snapshot: Snapshot, name: str, previous: Plan | None = None) ->
 def run_baseline_in(ctx: CycleContext, name: str, previous: Plan | None = None) -> CycleResult:
     """:func:`run_baseline` in a context the caller built (e.g. with FGD's workload set)."""
     started = time.monotonic()
-    pods = BASELINES[name](ctx)
-    plan, sc = _finish(ctx, pods, name, CycleStatus.BASELINE, started, previous=previous)
+    pods, evictions = _baseline(ctx, name)
+    plan, sc = _finish(
+        ctx, pods, name, CycleStatus.BASELINE, started, previous=previous, evictions=evictions
+    )
     return CycleResult(
         status=CycleStatus.BASELINE,
         plan=plan,
         score=sc,
         wall_time_s=time.monotonic() - started,
     )
+
+
+def _baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Eviction]]:
+    """One baseline's pods, then (preemption on) its greedy preemption's pods and evictions."""
+    pods = BASELINES[name](ctx)
+    return greedy_preemption(ctx, pods, reprieve=REPRIEVE.get(name, True))
 
 
 def solve_cycle(
@@ -125,31 +146,33 @@ def solve_cycle_in(
 
     baseline_scores: dict[str, Score] = {}
     empty = assemble_plan(snapshot, [], {})
-    best: tuple[Score, str, list[PodPlacement]] = (
+    best: tuple[Score, str, list[PodPlacement], list[Eviction]] = (
         score(snapshot, empty, previous, topology=topo, shares=ctx.shares),
         "empty plan",
         [],
+        [],
     )
-    for name, placer in BASELINES.items():
-        pods = placer(ctx)
-        plan = assemble_plan(snapshot, pods, {})
+    for name in BASELINES:
+        pods, evictions = _baseline(ctx, name)
+        plan = assemble_plan(snapshot, pods, {}, evictions=evictions)
         sc = score(snapshot, plan, previous, topology=topo, shares=ctx.shares)
         baseline_scores[name] = sc
         if verify(snapshot, plan, topology=topo):
             notes.append(f"baseline {name} produced an invalid plan; not used as incumbent")
             continue
         if best[0] < sc:
-            best = (sc, name, pods)
-    incumbent_score, incumbent_name, incumbent_pods = best
+            best = (sc, name, pods, evictions)
+    incumbent_score, incumbent_name, incumbent_pods, incumbent_evictions = best
 
     budget = max(0.05, cfg.time_limit_s * (1 - cfg.reason_share))
-    outcome = solve_model(ctx, incumbent_pods, previous, cfg, budget)
+    outcome = solve_model(ctx, incumbent_pods, previous, cfg, budget, incumbent_evictions)
     notes += outcome.notes
     status = outcome.status
     found: list[PodPlacement] | None = outcome.pods
+    found_evictions = outcome.evictions
     placer_name = "cpsat"
     if found is not None:
-        trial = assemble_plan(snapshot, found, {})
+        trial = assemble_plan(snapshot, found, {}, evictions=found_evictions)
         violations = verify(snapshot, trial, topology=topo)
         if violations:
             notes.append(
@@ -164,6 +187,7 @@ def solve_cycle_in(
                 status, found = CycleStatus.INCUMBENT, None
     if found is None:
         found = incumbent_pods
+        found_evictions = incumbent_evictions
         placer_name = f"cpsat (incumbent: {incumbent_name})"
         if status not in (CycleStatus.FALLBACK, CycleStatus.INCUMBENT):
             status = CycleStatus.INCUMBENT
@@ -190,6 +214,7 @@ def solve_cycle_in(
         notes=notes,
         reason_budget=min(reason_budget, cfg.time_limit_s * cfg.reason_share),
         exact_check=exact_check,
+        evictions=found_evictions,
     )
     return CycleResult(
         status=status,

@@ -26,6 +26,12 @@ A queue stops at its demand (all its pending gangs of the class at full size) or
 all queues demanding a resource stop when it runs out. The pool of a class is the shared
 amount minus running usage minus the pending demand of higher classes. The target is the
 dominant share reached, floored to whole ppm.
+
+With preemption on, a queue whose ``reclaim`` policy is not ``never`` is entitled to its
+guaranteed amount even where other queues have borrowed the room (Kueue's
+``reclaimWithinCohort``): its target is at least the dominant share of its guaranteed
+amount, capped by its running usage plus its demand and by its max
+(:func:`_reclaim_floors`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gangplan.models import Gang, Snapshot
+from gangplan.models import Gang, Queue, Snapshot
 
 __all__ = ["PPM", "FairShares", "QueueTarget", "fair_shares"]
 
@@ -137,7 +143,39 @@ def fair_shares(snapshot: Snapshot) -> FairShares:
         for d in demand.values():
             for r in active:
                 higher[r] += d[r]
+    if snapshot.preemption.enabled:
+        _reclaim_floors(snapshot, fs)
     return fs
+
+
+def _reclaim_floors(snapshot: Snapshot, fs: FairShares) -> None:
+    """Raise the target of every queue that may reclaim to its guaranteed floor (module
+    docstring): the dominant share it reaches rising toward its guaranteed amount along its
+    demand, stopped by its demand or its max."""
+    active = fs.resources
+    for targets in fs.targets.values():
+        for qname, t in targets.items():
+            q = snapshot.queue_by_name[qname]
+            if q.preemption.reclaim == "never":
+                continue
+            g = [PPM * q.guaranteed[r] / fs.totals[r] for r in active if q.guaranteed.get(r)]
+            if not g:
+                continue
+            f = _Filler(qname, q.weight, dict(t.base), dict(t.demand), _t_max(fs, q, t))
+            floor = int(f.dominant(f.t_at(max(g))) + 1e-6)
+            if floor > t.target:
+                targets[qname] = QueueTarget(qname, t.weight_milli, t.base, t.demand, floor)
+
+
+def _t_max(fs: FairShares, q: Queue, t: QueueTarget) -> float:
+    """How far (0..1 of its demand) the queue may rise before its max stops it."""
+    t_max = 1.0
+    for r in fs.resources:
+        cap = q.max.get(r)
+        if cap is not None and t.demand[r] > 0:
+            cap_ppm = PPM * cap / fs.totals[r]
+            t_max = min(t_max, max(0.0, (cap_ppm - t.base[r]) / t.demand[r]))
+    return t_max
 
 
 # --------------------------------------------------------------------------- water filling

@@ -21,7 +21,7 @@ from gangplan.solver.queue_order import QueueOrder, pod_names
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL, Domain
 
-__all__ = ["greedy"]
+__all__ = ["greedy", "place_gang"]
 
 
 def _role_nodes(
@@ -120,40 +120,44 @@ def _fullest_domain(
     )
 
 
+def place_gang(
+    ctx: CycleContext, state: ClusterState, order: QueueOrder, gang: Gang
+) -> list[PodPlacement] | None:
+    """Place one gang as the ``greedy`` baseline does (a required level: its domains fullest
+    first; a required node: nodes fullest first), or None (nothing changed)."""
+    level = gang.topology.required if gang.topology else None
+    if level is None:
+        return _place_gang_greedy(ctx, state, order, gang, None)
+    if level == NODE_LEVEL:
+        for node in sorted(
+            ctx.snapshot.node_by_name, key=lambda n: (-state.gpu_used_fraction(n), n)
+        ):
+            pods = _place_gang_greedy(ctx, state, order, gang, frozenset([node]))
+            if pods:
+                return pods
+        return None
+    domains = sorted(
+        ctx.topo.domains_at(level),
+        key=lambda d: (
+            -sum(state.gpu_used_fraction(n) for n in ctx.topo.nodes_in(d))
+            / max(1, len(ctx.topo.nodes_in(d))),
+            d,
+        ),
+    )
+    for dom in domains:
+        pods = _place_gang_greedy(ctx, state, order, gang, ctx.topo.nodes_in(dom))
+        if pods:
+            return pods
+    return None
+
+
 def greedy(ctx: CycleContext) -> list[PodPlacement]:
     """Volcano-like allocate (see the module docstring). Returns placed pods."""
     state = ctx.state()
     order = QueueOrder(ctx)
     out: list[PodPlacement] = []
     for gang in order:
-        level = gang.topology.required if gang.topology else None
-        if level is None or level == NODE_LEVEL:
-            within = None
-            if level == NODE_LEVEL:
-                # one node: try nodes fullest first
-                pods = None
-                for node in sorted(
-                    ctx.snapshot.node_by_name, key=lambda n: (-state.gpu_used_fraction(n), n)
-                ):
-                    pods = _place_gang_greedy(ctx, state, order, gang, frozenset([node]))
-                    if pods:
-                        break
-            else:
-                pods = _place_gang_greedy(ctx, state, order, gang, within)
-        else:
-            pods = None
-            domains = sorted(
-                ctx.topo.domains_at(level),
-                key=lambda d: (
-                    -sum(state.gpu_used_fraction(n) for n in ctx.topo.nodes_in(d))
-                    / max(1, len(ctx.topo.nodes_in(d))),
-                    d,
-                ),
-            )
-            for dom in domains:
-                pods = _place_gang_greedy(ctx, state, order, gang, ctx.topo.nodes_in(dom))
-                if pods:
-                    break
+        pods = place_gang(ctx, state, order, gang)
         if pods:
             out.extend(pods)
     return out

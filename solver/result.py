@@ -5,7 +5,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from gangplan.models import GangOutcome, PendingReason, Plan, PlanSummary, PodPlacement, Snapshot
+from gangplan.models import (
+    Eviction,
+    GangOutcome,
+    PendingReason,
+    Plan,
+    PlanSummary,
+    PodPlacement,
+    Snapshot,
+)
 from gangplan.solver.score import Score
 
 __all__ = ["CycleResult", "CycleStatus", "SolverConfig", "assemble_plan"]
@@ -77,8 +85,10 @@ def assemble_plan(
     pods: list[PodPlacement],
     reasons: dict[str, PendingReason],
     summary: PlanSummary | None = None,
+    evictions: list[Eviction] | tuple[Eviction, ...] = (),
 ) -> Plan:
-    """A plan with one outcome per gang (snapshot order) from its placed pods and reasons."""
+    """A plan with one outcome per gang (snapshot order) from its placed pods and reasons,
+    and the running pods it evicts."""
     by_gang: dict[str, list[PodPlacement]] = {}
     for p in pods:
         by_gang.setdefault(p.gang_key, []).append(p)
@@ -98,4 +108,6 @@ def assemble_plan(
                 else reasons.get(gang.key, PendingReason(kind="lost", message="not placed")),
             )
         )
-    return Plan(gangs=tuple(outcomes), pods=tuple(pods), summary=summary)
+    return Plan(
+        gangs=tuple(outcomes), pods=tuple(pods), evictions=tuple(evictions), summary=summary
+    )

@@ -29,7 +29,21 @@ benchmark — goes through it. Entries, in order:
    all milli-GPUs taken, running pods included), ``fragmentation.leaves`` the same for
    leaf domains (the lowest level);
 
-4. ``stability``: minus the pods of ``previous`` whose node differs now (0 without one).
+4. with preemption on (``Snapshot.preemption.enabled``) only, among plans equal on every
+   tier above (``docs/design.md``, "Evictions and moves"):
+   ``preemption.evicted_gpu_milli`` minus the milli-GPU the evicted pods request;
+   ``preemption.evicted_pods`` minus the evicted pods;
+   ``preemption.recency`` the sum over evicted pods of their gang's recency rank
+   (:meth:`~gangplan.models.PreemptionRules.recency`: the most recently admitted gangs are
+   evicted first, Kueue's order among equals);
+
+5. ``stability``: minus the pods of ``previous`` whose node differs now (0 without one).
+
+With preemption on, an evicted pod is lost throughput of its own class: it counts minus its
+milli-GPU and minus one pod in ``p{c}.gpu_milli`` / ``p{c}.pods`` of its running gang's
+priority class (the classes of evictable running gangs join those of pending gangs), and its
+contribution leaves its queue's dominant share in every class's fairness entry. So a higher
+class is never given up for a lower one.
 """
 
 from __future__ import annotations
@@ -38,11 +52,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import total_ordering
 
-from gangplan.models import GPU_MILLI, Plan, Snapshot
+from gangplan.models import GPU_MILLI, Plan, RunningPod, Snapshot
 from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.topology import NODE_LEVEL, Topology, build_topology
 
-__all__ = ["Score", "score", "score_names"]
+__all__ = ["EVICTION_ENTRIES", "Score", "score", "score_classes", "score_names"]
 
 
 @total_ordering
@@ -89,17 +103,71 @@ class Score:
         return ", ".join(f"{n}={v}" for n, v in self.entries)
 
 
+EVICTION_ENTRIES = (
+    "preemption.evicted_gpu_milli",
+    "preemption.evicted_pods",
+    "preemption.recency",
+)
+"""The entries only a score with preemption on has, just above ``stability``."""
+
+
+def score_classes(snapshot: Snapshot) -> tuple[int, ...]:
+    """The priority classes with score entries, highest first: those of pending gangs, and,
+    with preemption on, those of running gangs that may be evicted."""
+    classes = {g.priority for g in snapshot.gangs}
+    if snapshot.preemption.enabled:
+        rules = snapshot.preemption_rules
+        classes |= {rg.priority for rg in rules.gangs.values() if rules.evictable(rg)}
+    return tuple(sorted(classes, reverse=True))
+
+
 def score_names(snapshot: Snapshot, topology: Topology | None = None) -> tuple[str, ...]:
     """The entry names of every score of ``snapshot``, in order."""
     topo = topology or build_topology(snapshot)
-    classes = sorted({g.priority for g in snapshot.gangs}, reverse=True)
     names: list[str] = []
-    for c in classes:
+    for c in score_classes(snapshot):
         names += [f"p{c}.fairness", f"p{c}.fairness_w0", f"p{c}.gpu_milli", f"p{c}.pods"]
     names.append("locality.preferred")
     names += [f"locality.{lv}" for lv in topo.all_levels]
-    names += ["fragmentation.gpu_nodes", "fragmentation.leaves", "stability"]
+    names += ["fragmentation.gpu_nodes", "fragmentation.leaves"]
+    if snapshot.preemption.enabled:
+        names += EVICTION_ENTRIES
+    names.append("stability")
     return tuple(names)
+
+
+@dataclass
+class _Evicted:
+    """What a plan's evictions take away, by class and queue (preemption on only)."""
+
+    pods: list[RunningPod]
+    gpu: dict[int, int]
+    count: dict[int, int]
+    contrib: dict[str, dict[str, int]]
+    recency: int
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, plan: Plan, fs: FairShares) -> _Evicted:
+        gpu: dict[int, int] = defaultdict(int)
+        count: dict[int, int] = defaultdict(int)
+        contrib: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        pods: list[RunningPod] = []
+        recency = 0
+        if snapshot.preemption.enabled and plan.evictions:
+            rules = snapshot.preemption_rules
+            evicted = plan.evicted
+            for pod in snapshot.running:
+                if (pod.namespace, pod.name) not in evicted:
+                    continue
+                pods.append(pod)
+                victim = rules.gang_of(pod)
+                gpu[victim.priority] += pod.requests.get(snapshot.gpu, 0)
+                count[victim.priority] += 1
+                recency += rules.recency(victim)
+                if pod.queue is not None:
+                    for r, v in fs.contribution(pod.requests).items():
+                        contrib[pod.queue][r] += v
+        return cls(pods, gpu, count, contrib, recency)
 
 
 def score(
@@ -127,10 +195,15 @@ def score(
         if any(r.name == p.role for r in gang.roles):
             pods_by_gang[key].append((p.role, p.node))
 
+    lost = _Evicted.of(snapshot, plan, fs)
     entries: list[tuple[str, int]] = []
-    for c in fs.classes:
+    for c in score_classes(snapshot):
         added: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        gpu = pods = 0
+        for qname, gone in lost.contrib.items():
+            for r, v in gone.items():
+                added[qname][r] -= v
+        gpu = -lost.gpu.get(c, 0)
+        pods = -lost.count.get(c, 0)
         for key, placed in pods_by_gang.items():
             gang = gangs[key]
             if gang.priority != c:
@@ -176,7 +249,7 @@ def score(
     entries.append(("locality.preferred", preferred))
     entries += [(f"locality.{lv}", v) for lv, v in per_level.items()]
 
-    taken = _gpu_taken(snapshot, plan)
+    taken = _gpu_taken(snapshot, plan, lost.pods)
     partly_nodes = 0
     leaf_taken: dict[object, int] = defaultdict(int)
     leaf_total: dict[object, int] = defaultdict(int)
@@ -198,6 +271,13 @@ def score(
         ("fragmentation.leaves", -partly_leaves),
     ]
 
+    if snapshot.preemption.enabled:
+        entries += [
+            ("preemption.evicted_gpu_milli", -sum(lost.gpu.values())),
+            ("preemption.evicted_pods", -sum(lost.count.values())),
+            ("preemption.recency", lost.recency),
+        ]
+
     moved = 0
     if previous is not None:
         now = {(p.namespace, p.pod): p.node for p in plan.pods}
@@ -214,11 +294,15 @@ def _domains_used(topo: Topology, nodes: list[str], level: str) -> int:
     return len(seen)
 
 
-def _gpu_taken(snapshot: Snapshot, plan: Plan) -> dict[str, int]:
-    """Milli-GPU taken per node after the plan: running pods (device view) plus the plan."""
+def _gpu_taken(snapshot: Snapshot, plan: Plan, evicted: list[RunningPod]) -> dict[str, int]:
+    """Milli-GPU taken per node after the plan: running pods that stay (device view) plus
+    the plan."""
+    gone: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for pod in evicted:
+        gone[pod.node].add((pod.namespace, pod.name))
     taken: dict[str, int] = {}
     for node in snapshot.nodes:
-        free = snapshot.free(node.name)
+        free = snapshot.free_after(node.name, gone.get(node.name, ()))
         taken[node.name] = sum(GPU_MILLI - m for m in free.gpu_milli.values())
     gangs = snapshot.gang_by_key
     for p in plan.pods:

@@ -503,6 +503,19 @@ class ClusterState:
         for n in choice.nics:
             st.nics.add(n)
 
+    def set_free(
+        self, node: str, resources: dict[str, int], gpu_milli: dict[str, int], nics: Iterable[str]
+    ) -> None:
+        """Replace ``node``'s free amounts (base units), free milli-GPU per device and free
+        NIC ids, e.g. with what evicting some running pods leaves
+        (:meth:`Snapshot.free_after <gangplan.models.Snapshot.free_after>`)."""
+        self._version[node] = self._version.get(node, 0) + 1
+        self._log.append(node)
+        st = self.nodes[node]
+        st.resources = dict(resources)
+        st.gpu_milli = {d: gpu_milli.get(d, 0) for d in st.gpu_order}
+        st.nics = set(nics)
+
     def place(
         self, gang: Gang, role: Role, node: str, pod: str, choice: DeviceChoice | None = None
     ) -> PodPlacement | None:

@@ -7,7 +7,9 @@ rule; :func:`verify` runs them all and returns every violation found (empty: the
 valid).
 
 Free amounts are the snapshot's: allocatable minus running pods, clamped at zero (an
-overfull node is the snapshot's warning, not the plan's violation).
+overfull node is the snapshot's warning, not the plan's violation); the running pods a plan
+evicts hold nothing (:meth:`Snapshot.free_after <gangplan.models.Snapshot.free_after>`).
+The checks of evictions themselves live in :mod:`gangplan.solver.verify_evictions`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,17 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot, format_quantity
+from gangplan.models import (
+    GPU_MILLI,
+    Gang,
+    NodeFree,
+    Plan,
+    PodPlacement,
+    Role,
+    Snapshot,
+    format_quantity,
+)
+from gangplan.solver.verify_evictions import EVICTION_CHECKS
 from gangplan.topology import NODE_LEVEL, Topology, build_topology
 
 __all__ = ["CHECKS", "Violation", "verify"]
@@ -39,6 +51,17 @@ class _Ctx:
     plan: Plan
     topo: Topology
     pods: list[tuple[PodPlacement, Gang, Role]]  # pods whose gang and role exist
+    _gone: dict[str, set[tuple[str, str]]] | None = None
+
+    def free(self, node: str) -> NodeFree:
+        """What the running pods the plan keeps leave on ``node``."""
+        if self._gone is None:
+            evicted = self.plan.evicted
+            self._gone = defaultdict(set)
+            for pod in self.snapshot.running:
+                if (pod.namespace, pod.name) in evicted:
+                    self._gone[pod.node].add((pod.namespace, pod.name))
+        return self.snapshot.free_after(node, self._gone.get(node, set()))
 
 
 def verify(snapshot: Snapshot, plan: Plan, *, topology: Topology | None = None) -> list[Violation]:
@@ -276,7 +299,7 @@ def check_capacity(ctx: _Ctx) -> Iterator[Violation]:
                         "devices", f"GPU {dev!r} on {node.name!r} given to {prev!r} and {p.pod!r}"
                     )
                 whole_owner[(node.name, dev)] = p.pod
-        free = s.free(node.name)
+        free = ctx.free(node.name)
         for dev in p.nics:
             if dev not in layout.nic_ids:
                 yield Violation(
@@ -295,14 +318,14 @@ def check_capacity(ctx: _Ctx) -> Iterator[Violation]:
                 )
             nic_owner[(node.name, dev)] = p.pod
     for (node_name, dev), given in gpu_given.items():
-        have = ctx.snapshot.free(node_name).gpu_milli.get(dev, 0)
+        have = ctx.free(node_name).gpu_milli.get(dev, 0)
         if given > have:
             yield Violation(
                 "capacity",
                 f"GPU {dev!r} on {node_name!r}: {given} milli-GPU given, {have} free",
             )
     for node_name, req in used.items():
-        left = s.free(node_name).resources
+        left = ctx.free(node_name).resources
         for res, amount in sorted(req.items()):
             if amount > left.get(res, 0):
                 yield Violation(
@@ -385,12 +408,14 @@ def check_joint_allocation(ctx: _Ctx) -> Iterator[Violation]:
 
 
 def check_queue_max(ctx: _Ctx) -> Iterator[Violation]:
-    """A queue's running usage plus what the plan admits stays within its max per resource."""
+    """A queue's running usage (less what the plan evicts) plus what the plan admits stays
+    within its max per resource."""
     s = ctx.snapshot
     usage: dict[str, Counter[str]] = defaultdict(Counter)
     admitted: set[str] = set()
+    evicted = ctx.plan.evicted
     for pod in s.running:
-        if pod.queue is not None:
+        if pod.queue is not None and (pod.namespace, pod.name) not in evicted:
             usage[pod.queue].update(pod.requests)
     for _p, gang, role in ctx.pods:
         usage[gang.queue].update(role.requests)
@@ -407,6 +432,20 @@ def check_queue_max(ctx: _Ctx) -> Iterator[Violation]:
                 )
 
 
+def _violations(
+    check: Callable[[_Ctx], Iterator[tuple[str, str]]],
+) -> Callable[[_Ctx], Iterator[Violation]]:
+    """One check of :mod:`~gangplan.solver.verify_evictions` yielding :class:`Violation` s."""
+
+    def run(ctx: _Ctx) -> Iterator[Violation]:
+        for rule, message in check(ctx):
+            yield Violation(rule, message)
+
+    run.__name__ = check.__name__
+    run.__doc__ = check.__doc__
+    return run
+
+
 CHECKS: tuple[Callable[[_Ctx], Iterator[Violation]], ...] = (
     check_references,
     check_gang_minimums,
@@ -416,4 +455,5 @@ CHECKS: tuple[Callable[[_Ctx], Iterator[Violation]], ...] = (
     check_required_topology,
     check_joint_allocation,
     check_queue_max,
+    *(_violations(check) for check in EVICTION_CHECKS),
 )

@@ -30,7 +30,9 @@ from gangplan.models import (
     NodeSelectorTerm,
     NumaNode,
     PcieSwitch,
+    PreemptionSettings,
     Queue,
+    QueuePreemption,
     ResourceNames,
     Role,
     Snapshot,
@@ -71,9 +73,9 @@ def schema_validator() -> jsonschema.protocols.Validator:
 
 
 def test_instance_files_are_found() -> None:
-    # the default, and one file per case of ../shared/cases (05 has two variants): 9 + 2
+    # the default, and one file per case of ../shared/cases (05 has two variants): 11 + 2
     assert INSTANCES / "default.yaml" in INSTANCE_FILES
-    assert len(CASE_FILES) == 11
+    assert len(CASE_FILES) == 13
     assert set(CASE_FILES) <= set(INSTANCE_FILES)
 
 
@@ -253,13 +255,6 @@ def _shared_scenarios() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
 
 
 SCENARIOS = _shared_scenarios()
-PREEMPTION_CASES = {"11-preempt-idle-node", "12-preempt-whole-victim"}
-"""Cases that need preemption (running gangs as victims), which the instance format and the
-solver do not model yet: expected to fail until they do (strict, so the marker goes when
-they pass)."""
-_NOT_YET = pytest.mark.xfail(
-    strict=True, reason="preemption is not modelled yet (running pods are fixed)"
-)
 RESOURCE_NAMES = {"gpu": "nvidia.com/gpu", "rdma": "rdma/hca"}
 
 
@@ -273,33 +268,33 @@ def _res(raw: dict[str, Any] | None) -> dict[str, int]:
 
 
 def _running(case: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """(gang, queue, node, requests, priority, min_member) per running pod; a case gives
+    priority and min_member only where it preempts (else 0 and none)."""
     pods = []
     for entry in case.get("running") or []:
         n = entry.get("pods", 1)
         req = _res(entry.get("requests_each") or entry.get("requests"))
-        pods += [(entry.get("gang"), entry.get("queue"), entry["node"], sorted(req.items()))] * n
+        pods += [
+            (
+                entry.get("gang"),
+                entry.get("queue"),
+                entry["node"],
+                sorted(req.items()),
+                entry.get("priority", 0),
+                entry.get("min_member"),
+            )
+        ] * n
     return sorted(pods, key=repr)
 
 
 def test_every_shared_case_has_a_file() -> None:
     if not SCENARIOS:
         pytest.skip("../shared/cases is not beside the repository")
-    stems = {stem for stem, _, _ in SCENARIOS} - PREEMPTION_CASES
+    stems = {stem for stem, _, _ in SCENARIOS}
     assert sorted(stems) == sorted(p.stem for p in CASE_FILES)
 
 
-@_NOT_YET
-def test_preemption_cases_have_files() -> None:
-    if not SCENARIOS:
-        pytest.skip("../shared/cases is not beside the repository")
-    assert {p.stem for p in CASE_FILES} >= PREEMPTION_CASES
-
-
-@pytest.mark.parametrize(
-    ("stem", "case", "variant"),
-    [pytest.param(*sc, marks=_NOT_YET) if sc[0] in PREEMPTION_CASES else sc for sc in SCENARIOS],
-    ids=[s for s, _, _ in SCENARIOS],
-)
+@pytest.mark.parametrize(("stem", "case", "variant"), SCENARIOS, ids=[s for s, _, _ in SCENARIOS])
 def test_case_file_is_faithful(stem: str, case: dict[str, Any], variant: dict[str, Any]) -> None:
     """Each case file says what its ../shared/cases scenario says, in our names and units."""
     path = CASES / f"{stem}.yaml"
@@ -338,9 +333,22 @@ def test_case_file_is_faithful(stem: str, case: dict[str, Any], variant: dict[st
         (q["name"], q["weight"], _res(q.get("max"))) for q in case["queues"]
     ]
     ours_running = sorted(
-        ((p.gang, p.queue, p.node, sorted(p.requests.items())) for p in s.running), key=repr
+        (
+            (p.gang, p.queue, p.node, sorted(p.requests.items()), p.priority, p.min_member)
+            for p in s.running
+        ),
+        key=repr,
     )
     assert ours_running == _running(case)
+    # a case whose note allows preemption by priority: preemption on, and every queue lets
+    # its gangs evict lower priorities (and nothing else); other cases keep it off
+    preempts = "preemption by priority is allowed" in case.get("note", "")
+    assert s.preemption.enabled is preempts
+    assert all(
+        (q.preemption.within_queue, q.preemption.reclaim)
+        == ("lower_priority" if preempts else "never", "never")
+        for q in s.queues
+    )
 
     gangs = (variant or case)["gangs"]
     assert len(s.gangs) == len(gangs)
@@ -446,6 +454,8 @@ def _fields(model: type[BaseModel]) -> list[str]:
         NodeSelectorRequirement,
         Toleration,
         RunningEntry,
+        QueuePreemption,
+        PreemptionSettings,
     ],
     ids=lambda m: m.__name__,
 )

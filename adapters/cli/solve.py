@@ -100,6 +100,14 @@ def schema(output: Path | None) -> None:
     help="the previous cycle's plan (stability)",
 )
 @click.option(
+    "--preemption",
+    is_flag=True,
+    help=(
+        "let pending gangs evict running gangs as their queues' preemption policies allow "
+        "(default: as the instance says, off unless it sets preemption.enabled)"
+    ),
+)
+@click.option(
     "-o",
     "--output",
     type=OUTPUT,
@@ -141,6 +149,7 @@ def solve(
     deterministic: bool,
     placer: str,
     previous: Path | None,
+    preemption: bool,
     output: Path | None,
     fmt: str,
     include_predicted: bool,
@@ -157,6 +166,8 @@ def solve(
     guard_output(output, instance, previous, kind="Plan")
     snapshot, warnings = load_snapshot(instance)
     echo_warnings(warnings)
+    if preemption:
+        snapshot = snapshot.with_preemption()
     prev = load_plan(previous) if previous is not None else None
     if placer == "cpsat":
         cfg = SolverConfig(
@@ -237,8 +248,11 @@ def withheld_warnings(withheld: list[Withheld], examples: int = 5) -> list[str]:
     show_default=True,
     help="json: the violations and the raw score tuple, for programs",
 )
+@click.option(
+    "--preemption", is_flag=True, help="preemption on, as for `gangplan solve --preemption`"
+)
 @user_errors()
-def verify(paths: tuple[Path, ...], fmt: str) -> None:
+def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
     """Check PLAN against every hard constraint of INSTANCE (default: the embedded default
     instance); print the violations and the score (exit 1 if any violation)."""
     from gangplan.adapters.render import score_lines
@@ -250,6 +264,8 @@ def verify(paths: tuple[Path, ...], fmt: str) -> None:
     instance, plan = (None, paths[0]) if len(paths) == 1 else paths
     snapshot, warnings = load_snapshot(instance)
     echo_warnings(warnings)
+    if preemption:
+        snapshot = snapshot.with_preemption()
     p = load_plan(plan)
     violations = run_verify(snapshot, p)
     sc = score(snapshot, p)

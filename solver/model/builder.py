@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, TierReport
+from gangplan.models import GPU_MILLI, Eviction, Gang, Plan, PodPlacement, TierReport
 from gangplan.solver.context import CycleContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
 from gangplan.solver.model.objective import build_terms
+from gangplan.solver.model.preemption import after_state, evicted_pods, plan_evictions
 from gangplan.solver.model.variables import Solution, Variables
 from gangplan.solver.result import CycleStatus, SolverConfig
 from gangplan.solver.state import ClusterState
@@ -52,6 +53,7 @@ class ModelOutcome:
 
     status: CycleStatus
     pods: list[PodPlacement] | None
+    evictions: list[Eviction] = field(default_factory=list)
     tiers: tuple[TierReport, ...] = ()
     model_size: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -102,10 +104,13 @@ def solve_model(
     previous: Plan | None,
     cfg: SolverConfig,
     budget_s: float,
+    incumbent_evictions: list[Eviction] | None = None,
 ) -> ModelOutcome:
     """Optimise the cycle with CP-SAT within ``budget_s`` seconds (see the module docstring).
 
-    Returns pods (None when CP-SAT found no solution in time), tier reports and model size.
+    ``incumbent_evictions``: the incumbent plan's evictions (preemption on), part of its
+    hint. Returns pods and evictions (pods None when CP-SAT found no solution in time),
+    tier reports and model size.
     """
     started = time.monotonic()
     ix = build_index(ctx, cfg, previous, incumbent)
@@ -133,7 +138,7 @@ def solve_model(
             model_size=size,
             notes=[*notes, f"model too large ({size['variables']} variables); incumbent returned"],
         )
-    hint = v.hint(incumbent)
+    hint = v.hint(incumbent, incumbent_evictions)
     first = _complete_hint(model, hint, cfg, max(0.05, budget_s * 0.2))
     # every full solution found so far (the completed incumbent first), kept as solvers
     # holding their last response: before each tier the best of them that meets every tier
@@ -256,10 +261,24 @@ def solve_model(
         t = exprs.get(r.name)
         if t is not None and t.expr is not None:
             reports[k] = r.model_copy(update={"value": int(chosen.value(t.expr)) + t.const})
-    pods = disaggregate(ix, solution, previous)
+    evictions: list[Eviction] = []
+    if ix.victims is not None:
+        kept = {
+            u.id: solution.get("keep", u.id)
+            if ix.victims.victims[u.victim].elastic
+            else u.size * solution.get("stay", u.victim)
+            for u in ix.victims.units
+        }
+        gone = evicted_pods(ix.victims, kept)
+        state = after_state(ctx, [p for pods_ in gone.values() for p in pods_])
+        pods = disaggregate(ix, solution, previous, state)
+        evictions = plan_evictions(ctx, ix.victims, gone, pods)
+    else:
+        pods = disaggregate(ix, solution, previous)
     return ModelOutcome(
         CycleStatus.OPTIMAL if all_optimal else CycleStatus.FEASIBLE,
         pods,
+        evictions,
         tiers=tuple(reports),
         model_size=size,
         notes=notes,
@@ -390,10 +409,15 @@ def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[i
     return slots
 
 
-def disaggregate(ix: Index, sol: Solution, previous: Plan | None) -> list[PodPlacement]:
-    """Pods with node and device ids from a solution's counts (see the module docstring)."""
+def disaggregate(
+    ix: Index, sol: Solution, previous: Plan | None, state: ClusterState | None = None
+) -> list[PodPlacement]:
+    """Pods with node and device ids from a solution's counts (see the module docstring).
+
+    ``state``: what the pods go into (with preemption, what the running pods the solution
+    keeps leave); default the index's state."""
     # the free amounts the model counted against (the index's trials leave them as found)
-    state = ix.state
+    state = state or ix.state
     assert state is not None and not ix.empty
     nodes_used = sorted({n for (_s, n), c in sol.z.items() if c > 0})
     slots: dict[tuple[int, int], list[_Slot]] = {}

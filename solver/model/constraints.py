@@ -1,6 +1,9 @@
 """The hard rules of ``docs/design.md`` as CP-SAT constraint families, one method each.
 
-Running pods are fixed: every capacity below is what they leave (``Snapshot.free``).
+Running pods are fixed unless preemption is on: every capacity below is what the running
+pods that are no one's victim leave (``Snapshot.free``, or ``free_after`` the victims), and
+the pods victims keep (``running(u)``, :mod:`~gangplan.solver.model.preemption`) take their
+share of it in the same rows.
 Coefficients are kept small: each resource is divided by the gcd of the requests that use
 it (exact), GPU shares by the gcd of share sizes and 1000. A family only reads variables
 (:class:`~gangplan.solver.model.variables.Variables` makes them) and adds constraints, so
@@ -40,6 +43,8 @@ class Constraints:
         "domain_uses",  # x[i,b] > 0 ⇒ uses[g,L,D(b)]; uses[child] ⇒ uses[parent]
         "required_level",  # Σ_D uses[g,L,D] ≤ 1 for a required level L
         "queue_max",  # Σ_{gangs of q} req·placed ≤ max[q] − running[q]
+        "victims_whole",  # kept(v) ∈ {0} ∪ [min_member, size]; no eligible gang: stay
+        "evictions_needed",  # evicted(v) ⇒ ∨ over[v,n,r]: putting v back overflows n
     )
     """Every family, by name (the method is ``_`` + name); the order does not matter."""
 
@@ -111,7 +116,9 @@ class Constraints:
         s = self.ix.snapshot
         skip = {s.gpu, s.nic}
         resources = {r for sh in self.ix.shapes for r, _ in sh.requests} - skip
-        scale = {r: _gcd([sh.req(r) for sh in self.ix.shapes]) for r in resources}
+        vs = self.ix.victims
+        held = [u.req(r) for u in vs.units for r in resources] if vs is not None else []
+        scale = {r: _gcd([sh.req(r) for sh in self.ix.shapes] + held) for r in resources}
         state = self.ix.state
         assert state is not None
         for n, name in enumerate(self.ix.node_names):
@@ -120,10 +127,17 @@ class Constraints:
                 continue
             free = state.nodes[name].resources
             for r in sorted(resources):
-                terms = [(self.ix.shapes[sh].req(r) // scale[r], e) for sh, e in on]
+                terms: list[tuple[int, cp_model.LinearExprT]] = [
+                    (self.ix.shapes[sh].req(r) // scale[r], e) for sh, e in on
+                ]
                 terms = [(c, e) for c, e in terms if c > 0]
                 if not terms:
                     continue
+                if vs is not None:
+                    terms += [
+                        (c // scale[r], self.v.running(u))
+                        for c, u in vs.resource_terms(self.ix.snapshot, n, r)
+                    ]
                 cap = free.get(r, 0) // scale[r]
                 self.m.add(sum(c * e for c, e in terms) <= cap)
 
@@ -133,7 +147,9 @@ class Constraints:
         state = self.ix.state
         assert state is not None
         share_sizes = [sh.share for sh in self.ix.shapes if sh.share]
-        unit = _gcd([*share_sizes, GPU_MILLI])
+        vs = self.ix.victims
+        held = [m for u in vs.units for _d, m in u.gpu] if vs is not None else []
+        unit = _gcd([*share_sizes, *held, GPU_MILLI])
         v = self.v
         for n, name in enumerate(self.ix.node_names):
             on = v.shapes_on(n)
@@ -150,7 +166,7 @@ class Constraints:
             per_shape: dict[int, list[cp_model.IntVar]] = defaultdict(list)
             for d in st.gpu_order:
                 free = st.gpu_milli[d]
-                terms = []
+                terms: list[tuple[int, cp_model.LinearExprT]] = []
                 for sh, _e in shares:
                     var = v.share(sh, n, d)
                     if var is not None:
@@ -159,6 +175,8 @@ class Constraints:
                 w = v.whole(n, d)
                 if w is not None:
                     terms.append((GPU_MILLI // unit, w))
+                if terms and vs is not None:
+                    terms += [(m // unit, v.running(u)) for m, u in vs.device_terms(n, d)]
                 if terms:
                     self.m.add(sum(c * t for c, t in terms) <= free // unit)
             for sh, e in shares:
@@ -231,11 +249,11 @@ class Constraints:
                     nf = sum(1 for x in nics if x in st.nics)
                     given = [w for w in (v.whole(n, d) for d in wf_ids) if w is not None]
                     if given:
-                        # shares may go to this node: only devices given to whole GPUs
+                        # shares or victims' GPUs on this node: only devices given to whole GPUs
                         self.m.add(sum(g_terms) <= sum(given))
                     else:
                         self.m.add(sum(g_terms) <= len(wf_ids))
-                    self.m.add(sum(n_terms) <= nf)
+                    self.m.add(sum([*n_terms, *self._held_nics(n, nics)]) <= nf)
 
     def _nics(self) -> None:
         """Per node: the NICs its pods ask stay within its free NICs."""
@@ -248,7 +266,15 @@ class Constraints:
                 if self.ix.shapes[sh].nics
             ]
             if terms:
-                self.m.add(sum(c * e for c, e in terms) <= len(state.nodes[name].nics))
+                used = [c * e for c, e in terms] + self._held_nics(n, None)
+                self.m.add(sum(used) <= len(state.nodes[name].nics))
+
+    def _held_nics(self, node: int, ids: tuple[str, ...] | None) -> list[cp_model.LinearExprT]:
+        """NICs (among ``ids``; all for None) that victims' kept pods hold on ``node``."""
+        vs = self.ix.victims
+        if vs is None:
+            return []
+        return [k * self.v.running(u) for k, u in vs.nic_terms(node, ids)]
 
     # ------------------------------------------------------------------ topology
 
@@ -310,6 +336,7 @@ class Constraints:
             if not q.max or q.name not in by_queue:
                 continue
             ids = by_queue[q.name]
+            vs = self.ix.victims
             for r, cap in sorted(q.max.items()):
                 left = cap - running[q.name].get(r, 0)
                 coeffs = [(self.ix.shapes[self.ix.items[i].shape].req(r), i) for i in ids]
@@ -321,5 +348,112 @@ class Constraints:
                     continue
                 if not coeffs:
                     continue
-                unit = _gcd([c for c, _ in coeffs])
-                self.m.add(sum((c // unit) * self.v.placed(i) for c, i in coeffs) <= left // unit)
+                # victims of the queue: what they keep counts, what they give up is free
+                held = vs.queue_terms(q.name, r) if vs is not None else []
+                left += sum(c * vs.units[u].size for c, u in held) if vs is not None else 0
+                unit = _gcd([c for c, _ in coeffs] + [c for c, _ in held])
+                used: list[cp_model.LinearExprT] = [
+                    (c // unit) * self.v.placed(i) for c, i in coeffs
+                ]
+                used += [(c // unit) * self.v.running(u) for c, u in held]
+                self.m.add(sum(used) <= left // unit)
+
+    # ------------------------------------------------------------------ preemption
+
+    def _victims_whole(self) -> None:
+        """A victim keeps all its pods or none; an elastic one none, or between its
+        min_member and its size (``stay`` says which), unit by unit. A victim no item of
+        the model may evict (its gangs left out) stays."""
+        vs, v = self.ix.victims, self.v
+        if vs is None:
+            return
+        for vic in vs.victims:
+            stay = v.stay(vic.id)
+            if not vic.eligible:
+                self.m.add(stay == 1)
+            if not vic.elastic:
+                continue
+            kept = sum(v.keep(u) for u in vic.units)
+            self.m.add(kept >= vic.gang.min_member * stay)
+            self.m.add(kept <= vic.gang.size * stay)
+            for u in vic.units:
+                full = v.full(u)
+                size = vs.units[u].size
+                self.m.add(v.keep(u) == size).only_enforce_if(full)
+                self.m.add(v.keep(u) <= size - 1).only_enforce_if(full.negated())
+
+    def _evictions_needed(self) -> None:
+        """No eviction for nothing (the verifier's rule, ``verify_evictions``): an evicted
+        victim put back — whole, or one pod of a unit an elastic victim still running
+        gives up — overflows a resource it asks on one of its nodes, counting the running
+        pods kept, itself and the pods of the items that may evict it:
+        ``fixed[n,r] + Σ_u req·running(u) + back + Σ_{i eligible} req[i,r]·x[i,n] > alloc[n,r]``,
+        ``over`` marking which (node, resource) overflows."""
+        vs, v = self.ix.victims, self.v
+        if vs is None:
+            return
+        for vic in vs.victims:
+            whole: list[cp_model.IntVar] = []
+            by_node: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+            for u in vic.units:
+                unit = vs.units[u]
+                for r, amount in unit.requests:
+                    by_node[unit.node][r] += amount * unit.size
+            for n, back in sorted(by_node.items()):
+                for r, amount in sorted(back.items()):
+                    o = self._overflow(vic.id, n, r, amount, ("whole", vic.id, n, r))
+                    if o is not None:
+                        whole.append(o)
+            evicted = v.stay(vic.id).negated()
+            if whole:
+                self.m.add(sum(whole) >= 1).only_enforce_if(evicted)
+            else:
+                self.m.add(v.stay(vic.id) == 1)
+            if not vic.elastic:
+                continue
+            for u in vic.units:
+                unit = vs.units[u]
+                part = [
+                    o
+                    for r, amount in unit.requests
+                    if (o := self._overflow(vic.id, unit.node, r, amount, ("pod", u, r)))
+                    is not None
+                ]
+                lits = [v.stay(vic.id), v.full(u).negated()]
+                if part:
+                    self.m.add(sum(part) >= 1).only_enforce_if(lits)
+                else:
+                    self.m.add_bool_or([v.stay(vic.id).negated(), v.full(u)])
+
+    def _overflow(
+        self, victim: int, node: int, resource: str, back: int, key: tuple[object, ...]
+    ) -> cp_model.IntVar | None:
+        """``over``: the pods victim ``victim`` would put ``back`` on ``node`` overflow
+        ``resource`` there (None where that cannot justify an eviction: a resource the
+        node does not advertise or already holds too much of, or nothing asked)."""
+        vs, v, ix = self.ix.victims, self.v, self.ix
+        assert vs is not None
+        s = ix.snapshot
+        node_obj = s.node_by_name[ix.node_names[node]]
+        if back <= 0 or resource not in node_obj.allocatable:
+            return None
+        if not vs.counts(node, vs.channel(s, resource)):
+            return None
+        terms: list[tuple[int, cp_model.LinearExprT]] = [
+            (c, v.running(u)) for c, u in vs.resource_terms(s, node, resource)
+        ]
+        b = ix.block_of_node[node]
+        for i in vs.victims[victim].eligible:
+            c = ix.shapes[ix.items[i].shape].req(resource)
+            x = v.x(i, b)
+            if c > 0 and x is not None:
+                terms.append((c, x))
+        room = node_obj.allocatable[resource] - vs.fixed[node].get(resource, 0) - back
+        if not terms:
+            return None
+        unit = _gcd([c for c, _ in terms])
+        who = vs.victims[victim].name if key[0] == "whole" else f"{key[0]}{key[1]}"
+        name = f"{who},{ix.node_names[node]},{resource}"
+        over = v.over(key, name)
+        self.m.add(sum((c // unit) * e for c, e in terms) >= room // unit + 1).only_enforce_if(over)
+        return over

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot
 from gangplan.solver.context import CycleContext
+from gangplan.solver.model.preemption import Victims, find_victims
 from gangplan.solver.result import SolverConfig
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL, Domain
@@ -137,6 +138,8 @@ class Index:
     notes: list[str] = field(default_factory=list)
     state: ClusterState | None = None
     empty: bool = False
+    victims: Victims | None = None
+    """running gangs the cycle may evict (preemption on), their capacity free in ``state``"""
 
     @property
     def node_index(self) -> dict[str, int]:
@@ -171,6 +174,8 @@ def build_index(
     s = ctx.snapshot
     topo = ctx.topo
     state = ctx.state(empty=empty)
+    pending = list(s.gangs if gangs is None else gangs)
+    victims = None if empty else find_victims(ctx, pending, state)
     node_names = list(ctx.node_names)
     nidx = ctx.node_index
     prev_nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -209,12 +214,13 @@ def build_index(
     groups: list[Group] = []
     left_out: list[str] = []
     singles: dict[tuple[object, ...], list[Gang]] = defaultdict(list)
-    for gang in s.gangs if gangs is None else gangs:
+    for gang in pending:
         if gang.size == 1 and gang.key not in prev_gangs:
             role = gang.roles[0]
             key = (
                 gang.queue,
                 gang.priority,
+                gang.preemption_policy,
                 _shape_key(s, gang, role),
                 state.candidates(gang, role),
             )
@@ -288,9 +294,14 @@ def build_index(
         leaf = topo.leaf_level
         assert leaf is not None
         by_key: dict[object, list[int]] = defaultdict(list)
+        # a node where a victim runs is a block of its own: the rule "no eviction for
+        # nothing" counts the pods of the gangs that may evict it node by node
+        alone = set(victims.by_node) if victims is not None else set()
         for i, n in enumerate(node_names):
             anc = topo.ancestors(n)
-            if all(lv in anc for lv in topo.levels):
+            if i in alone:
+                by_key[("victim", n)].append(i)
+            elif all(lv in anc for lv in topo.levels):
                 by_key[anc[leaf]].append(i)
             else:
                 by_key[("alone", n)].append(i)
@@ -318,6 +329,10 @@ def build_index(
                 d = topo.domain_of(first, lv)
                 keys.append(d if d is not None else ("alone", first))
         domain_of_block[lv] = keys
+    if victims is not None:
+        rules = s.preemption_rules
+        for vic in victims.victims:
+            vic.eligible = [it.id for it in items if rules.kind(it.gang, vic.gang) is not None]
     return Index(
         snapshot=s,
         ctx=ctx,
@@ -334,6 +349,7 @@ def build_index(
         notes=notes,
         state=state,
         empty=empty,
+        victims=victims,
     )
 
 

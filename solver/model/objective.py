@@ -24,7 +24,10 @@ plan the solution becomes. Where an idea comes from:
   Volcano network-topology-aware scheduling (HyperNode tiers);
 * fragmentation: partly used GPU nodes and leaves — after FGD (Weng et al., ATC'23), which
   scores placements by the GPU fragmentation they cause;
-* stability: pods kept where the previous plan put them.
+* stability: pods kept where the previous plan put them;
+* preemption (on only): evicted pods are lost throughput of their class and leave their
+  queue's share; fewer evicted milli-GPU, then pods, then the most recently admitted
+  victims first (Kueue's order among equal candidates).
 """
 
 from __future__ import annotations
@@ -66,8 +69,10 @@ def build_terms(
     """Every entry of :func:`~gangplan.solver.score.score_names`, in order."""
     terms: dict[str, ObjectiveTerm] = {}
     _fairness_and_throughput(model, ix, v, shares, terms)
+    _lost_throughput(ix, v, terms)
     _locality(model, ix, v, terms)
     _fragmentation(model, ix, v, terms)
+    _evictions(ix, v, terms)
     _stability(model, ix, v, terms, previous_pods)
     out = []
     for name in score_names(ix.snapshot, ix.ctx.topo):
@@ -93,7 +98,8 @@ def _fairness_and_throughput(
             ids = by_class_queue.get((c, qname), [])
             base = fs.base.get(qname, {})
             base_dom = max((base.get(r, 0) for r in fs.resources), default=0)
-            if not ids or t.target <= base_dom:
+            gone = _evicted_share(ix, v, fs, qname)
+            if not gone and (not ids or t.target <= base_dom):
                 short = max(0, t.target - base_dom)
                 if t.weight_milli > 0:
                     fair_const -= t.weight_milli * short
@@ -106,8 +112,10 @@ def _fairness_and_throughput(
                     (fs.contribution(dict(ix.shapes[ix.items[i].shape].requests))[r], i)
                     for i in ids
                 ]
-                lin = base.get(r, 0) + sum(k * v.placed(i) for k, i in coeff if k)
-                lins.append(lin)
+                parts: list[cp_model.LinearExprT] = [k * v.placed(i) for k, i in coeff if k]
+                if r in gone:
+                    parts.append(-1 * gone[r])
+                lins.append(base.get(r, 0) + sum(parts))
             dom = v.dominant(c, qname)
             model.add_max_equality(dom, lins)
             gap = v.shortfall(c, qname)
@@ -136,6 +144,90 @@ def _fairness_and_throughput(
         terms[f"p{c}.pods"] = ObjectiveTerm(
             f"p{c}.pods", sum(pods) if pods else None, upper=sum(ix.items[i].count for i in ids)
         )
+
+
+def _evicted_share(
+    ix: Index, v: Variables, fs: FairShares, queue: str
+) -> dict[str, cp_model.LinearExprT]:
+    """Per resource, the share (ppm) queue ``queue``'s evicted pods give up: the sum over its
+    victims' units of the pods not kept times one pod's contribution (empty: no victim)."""
+    vs = ix.victims
+    if vs is None:
+        return {}
+    out: dict[str, cp_model.LinearExprT] = {}
+    units = [u for u in vs.units if vs.victims[u.victim].gang.queue == queue]
+    for r in fs.resources:
+        parts = []
+        for u in units:
+            c = fs.contribution(dict(u.requests)).get(r, 0)
+            if c:
+                parts.append(c * (u.size - v.running(u.id)))
+        if parts:
+            out[r] = sum(parts)
+    return out
+
+
+def _lost_throughput(ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
+    """Evicted pods are lost throughput of their victim's class: ``p{c}.gpu_milli`` and
+    ``p{c}.pods`` lose what they ask (a class with victims and no pending gang gets these
+    two entries from its victims alone)."""
+    vs = ix.victims
+    if vs is None:
+        return
+    gpu = ix.snapshot.gpu
+    by_class: dict[int, list[int]] = defaultdict(list)
+    for u in vs.units:
+        by_class[vs.victims[u.victim].gang.priority].append(u.id)
+    for c, units in by_class.items():
+        per_entry = {
+            f"p{c}.gpu_milli": [(vs.units[u].req(gpu), u) for u in units],
+            f"p{c}.pods": [(1, u) for u in units],
+        }
+        for name, pairs in per_entry.items():
+            coeffs = [(k, u) for k, u in pairs if k]
+            if not coeffs:
+                continue
+            kept: list[cp_model.LinearExprT] = [k * v.running(u) for k, u in coeffs]
+            lost = sum(k * vs.units[u].size for k, u in coeffs)
+            old = terms.get(name)
+            if old is None:
+                terms[name] = ObjectiveTerm(name, sum(kept), -lost, weight=1, upper=lost)
+            else:
+                expr = sum(kept if old.expr is None else [old.expr, *kept])
+                upper = None if old.upper is None else old.upper + lost
+                terms[name] = ObjectiveTerm(
+                    name, expr, old.const - lost, weight=old.weight, upper=upper
+                )
+
+
+def _evictions(ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
+    """Among plans equal above: minus the evicted milli-GPU, minus the evicted pods, then
+    the recency ranks of the evicted pods' gangs (the most recently admitted go first)."""
+    if not ix.snapshot.preemption.enabled:
+        return
+    vs = ix.victims
+    names = ("preemption.evicted_gpu_milli", "preemption.evicted_pods", "preemption.recency")
+    if vs is None:
+        for name in names:
+            terms[name] = ObjectiveTerm(name, None, 0)
+        return
+    gpu = ix.snapshot.gpu
+    units = vs.units
+    gpu_c = [(u.req(gpu), u) for u in units if u.req(gpu)]
+    kept_gpu = sum(c * v.running(u.id) for c, u in gpu_c)
+    all_gpu = sum(c * u.size for c, u in gpu_c)
+    terms[names[0]] = ObjectiveTerm(names[0], kept_gpu if gpu_c else None, -all_gpu, upper=all_gpu)
+    size = sum(u.size for u in units)
+    terms[names[1]] = ObjectiveTerm(
+        names[1], sum(v.running(u.id) for u in units), -size, upper=size
+    )
+    ranked = [(vs.victims[u.victim].recency, u) for u in units if vs.victims[u.victim].recency]
+    terms[names[2]] = ObjectiveTerm(
+        names[2],
+        -sum(r * v.running(u.id) for r, u in ranked) if ranked else None,
+        sum(r * u.size for r, u in ranked),
+        upper=0,
+    )
 
 
 def _locality(
@@ -199,12 +291,16 @@ def _fragmentation(
     topo = ix.ctx.topo
     # one unit divides every amount below exactly: GPU shares asked, and what running pods
     # leave free per node (a running 500m share leaves 1500 of 2000: not a whole GPU count)
+    vs = ix.victims
     unit = GPU_MILLI
     for sh in ix.shapes:
         if sh.share:
             unit = gcd(unit, sh.share)
     for name in ix.node_names:
-        unit = gcd(unit, sum(s.free(name).gpu_milli.values()))
+        unit = gcd(unit, sum(state.nodes[name].gpu_milli.values()))
+    for u in vs.units if vs is not None else ():
+        for _d, m in u.gpu:
+            unit = gcd(unit, m)
     node_const = 0
     node_terms: list[cp_model.LinearExprT] = []
     leaf_plan: dict[object, list[cp_model.LinearExprT]] = defaultdict(list)
@@ -216,13 +312,16 @@ def _fragmentation(
         if gpus == 0:
             continue
         total = gpus * GPU_MILLI // unit
-        free = sum(s.free(name).gpu_milli.values()) // unit
+        # what the pods that are no one's victim leave (the snapshot's free, when none)
+        free = sum(state.nodes[name].gpu_milli.values()) // unit
         run = total - free
-        gpu_terms = [
+        gpu_terms: list[tuple[int, cp_model.LinearExprT]] = [
             (ix.shapes[sh].gpu_milli // unit, e)
             for sh, e in v.shapes_on(n)
             if ix.shapes[sh].gpu_milli
         ]
+        if vs is not None:
+            gpu_terms += [(m // unit, v.running(u)) for m, u in vs.gpu_terms(s, n)]
         leaf = topo.domain_of(name, topo.leaf_level) if topo.leaf_level else None
         if leaf is not None:
             leaf_run[leaf] += run

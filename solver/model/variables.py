@@ -28,10 +28,17 @@ kind               hint   meaning
 ``leaf_used[l]``,  --     the same for leaf *l*
 ``leaf_full[l]``
 ``kept[i,n]``      --     pods of item *i* the previous plan had on node *n* that stay there
+``stay[v]``        evict  running victim *v* keeps running (all its pods, or for an elastic
+                          one at least its min_member); 0: evicted (preemption on only)
+``keep[u]``        evict  pods of unit *u* of an elastic victim that keep running
+``full[u]``        --     unit *u* of an elastic victim keeps all its pods
+``over[v,n,r]``    --     putting victim *v* (or one pod of unit *u*) back would overflow
+                          resource *r* of node *n* (the rule "no eviction for nothing")
 =================  =====  ====================================================================
 
 *hint*: ``pods`` — a *decision* variable, whose value :meth:`Variables.hint` derives from a
-plan's pods (every decision kind has a rule there, checked when a hint is made); ``--`` —
+plan's pods (every decision kind has a rule there, checked when a hint is made); ``evict``
+— a decision variable derived from the plan's evictions; ``--`` —
 an *auxiliary* variable, which CP-SAT fills in when the hint is completed.
 
 Which variables exist is a function of the index alone (never of who asks first), so the
@@ -52,8 +59,9 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from gangplan.models import GPU_MILLI, PodPlacement
+from gangplan.models import GPU_MILLI, Eviction, PodPlacement
 from gangplan.solver.model.indexing import Index
+from gangplan.solver.model.preemption import Victims
 
 __all__ = ["KINDS", "Kind", "Solution", "Variables"]
 
@@ -92,6 +100,10 @@ KINDS: tuple[Kind, ...] = (
     Kind("leaf_used", False),
     Kind("leaf_full", False),
     Kind("kept", False),
+    Kind("stay", True),
+    Kind("keep", True),
+    Kind("full", False),
+    Kind("over", False),
 )
 """Every kind, in the order the hint lists them."""
 
@@ -257,7 +269,11 @@ class Variables:
 
     def has_whole(self, node: int) -> bool:
         """Does ``node`` count its fully free GPUs one by one (``whole``)? Yes where GPU
-        shares may go, so that shares and whole GPUs never take the same device."""
+        shares may go, so that shares and whole GPUs never take the same device; and where
+        a victim holds GPUs, so that a device is given only if its holders are evicted."""
+        vs = self.ix.victims
+        if vs is not None and node in vs.gpu_nodes and self._shapes(node):
+            return True
         return any(self.ix.shapes[s].share for s in self._shapes(node))
 
     def share(self, shape: int, node: int, device: str) -> cp_model.IntVar | None:
@@ -387,11 +403,14 @@ class Variables:
     # ------------------------------------------------------------------ objective
 
     def dominant(self, cls: int, queue: str) -> cp_model.IntVar:
-        """``dominant[c, q]``: queue ``queue``'s dominant share in class ``cls`` (ppm)."""
+        """``dominant[c, q]``: queue ``queue``'s dominant share in class ``cls`` (ppm; below 0
+        only by rounding, when evictions take away more than the queue's rounded usage)."""
         key = (cls, queue)
         var = self._vars["dominant"].get(key)
         if var is None:
-            var = self._int("dominant", key, DOMINANT_MAX, f"dominant[p{cls},{queue}]")
+            name = f"dominant[p{cls},{queue}]"
+            var = self.model.new_int_var(-DOMINANT_MAX, DOMINANT_MAX, name)
+            self._vars["dominant"][key] = var
         return var
 
     def shortfall(self, cls: int, queue: str) -> cp_model.IntVar:
@@ -448,6 +467,58 @@ class Variables:
             var = self._int("kept", key, it.previous[node], name)
         return var
 
+    # ------------------------------------------------------------------ preemption
+
+    @property
+    def victims(self) -> Victims | None:
+        """The cycle's victims (None: preemption off, or no running gang may be evicted)."""
+        return self.ix.victims
+
+    def stay(self, victim: int) -> cp_model.IntVar:
+        """``stay[v]``: victim ``victim`` keeps running (0: it is evicted)."""
+        var = self._vars["stay"].get(victim)
+        if var is None:
+            assert self.ix.victims is not None
+            name = f"stay[{self.ix.victims.victims[victim].name}]"
+            var = self._bool("stay", victim, name)
+        return var
+
+    def keep(self, unit: int) -> cp_model.IntVar:
+        """``keep[u]``: 0 .. the pods of unit ``unit`` (of an elastic victim) kept running."""
+        var = self._vars["keep"].get(unit)
+        if var is None:
+            vs = self.ix.victims
+            assert vs is not None
+            u = vs.units[unit]
+            name = f"keep[{vs.victims[u.victim].name}@{self.ix.node_names[u.node]}#{unit}]"
+            var = self._int("keep", unit, u.size, name)
+        return var
+
+    def running(self, unit: int) -> cp_model.LinearExprT:
+        """Pods of unit ``unit`` that keep running: ``keep[u]`` for an elastic victim, else
+        its size times ``stay[v]``."""
+        vs = self.ix.victims
+        assert vs is not None
+        u = vs.units[unit]
+        if vs.victims[u.victim].elastic:
+            return self.keep(unit)
+        return u.size * self.stay(u.victim)
+
+    def full(self, unit: int) -> cp_model.IntVar:
+        """``full[u]``: unit ``unit`` of an elastic victim keeps all its pods."""
+        var = self._vars["full"].get(unit)
+        if var is None:
+            var = self._bool("full", unit, f"full[{unit}]")
+        return var
+
+    def over(self, key: tuple[object, ...], name: str) -> cp_model.IntVar:
+        """``over[...]``: putting a victim (or one pod of a unit) back overflows the node's
+        resource named by ``key`` (the family ``evictions_needed`` defines it)."""
+        var = self._vars["over"].get(key)
+        if var is None:
+            var = self._bool("over", key, f"over[{name}]")
+        return var
+
     # ------------------------------------------------------------------ hint and read
 
     def by_kind(self) -> dict[str, dict[Key, cp_model.IntVar]]:
@@ -455,10 +526,13 @@ class Variables:
         ``x``; a one-item ``z`` in exact mode is no variable of its own)."""
         return {kind: dict(vs) for kind, vs in self._vars.items()}
 
-    def hint(self, pods: list[PodPlacement]) -> dict[int, int]:
+    def hint(
+        self, pods: list[PodPlacement], evictions: list[Eviction] | None = None
+    ) -> dict[int, int]:
         """Values, by proto index, of every decision variable made so far for the plan of
-        ``pods`` (a plan the verifier accepts; pods the model cannot count are skipped)."""
-        rules = _HintRules(self.ix, pods).rules()
+        ``pods`` and ``evictions`` (a plan the verifier accepts; pods the model cannot count
+        are skipped)."""
+        rules = _HintRules(self.ix, pods, evictions or []).rules()
         missing = {k.name for k in KINDS if k.decision} - set(rules)
         if missing:
             raise AssertionError(f"no hint rule for decision variables {sorted(missing)}")
@@ -486,7 +560,19 @@ class _HintRules:
     """What a plan's pods say each decision variable is: counts per item and block, shape and
     node, joint group, GPU device; the gangs admitted."""
 
-    def __init__(self, ix: Index, pods: list[PodPlacement]):
+    def __init__(self, ix: Index, pods: list[PodPlacement], evictions: list[Eviction]):
+        self.keep: dict[int, int] = {}
+        self.stay: dict[int, int] = {}
+        if ix.victims is not None:
+            gone = {(e.namespace, e.pod) for e in evictions}
+            for vic in ix.victims.victims:
+                left = 0
+                for u in vic.units:
+                    unit = ix.victims.units[u]
+                    k = sum(1 for p in unit.pods if (p.namespace, p.name) not in gone)
+                    self.keep[u] = k
+                    left += k
+                self.stay[vic.id] = 1 if left == vic.gang.size or (vic.elastic and left) else 0
         nidx = ix.node_index
         item_of: dict[tuple[str, str], int] = {}
         for item in ix.items:
@@ -536,4 +622,6 @@ class _HintRules:
             "joint_nic": lambda k: self.joint_nic.get(k, 0),
             "share": lambda k: self.share.get(k, 0),
             "whole": lambda k: self.whole.get(k, 0),
+            "stay": lambda v: self.stay.get(v, 1),
+            "keep": lambda u: self.keep.get(u, 0),
         }

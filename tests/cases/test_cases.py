@@ -175,6 +175,30 @@ def case_10(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
     return bad
 
 
+def case_11(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
+    bad = []
+    if sorted(e.pod for e in plan.evictions) != ["l-0"]:
+        bad.append(f"the evicted pods are exactly {{l-0}} (got {[e.pod for e in plan.evictions]})")
+    if _placed(plan, "h") != 2 or sorted(_nodes(plan, "h")) != ["n1", "n2"]:
+        bad.append(f"placed(h) = 2, on n1 and n2 (got {_nodes(plan, 'h')})")
+    if any(e.pod == "l-0" and e.for_gang != gang_key("default", "h") for e in plan.evictions):
+        bad.append("l-0's eviction names h as the gang it made room for")
+    return bad
+
+
+def case_12(s: Snapshot, plan: Plan, warnings: list[str]) -> list[str]:
+    bad = []
+    if _placed(plan, "h") != 3:
+        bad.append("placed(h) = 3")
+    gone = {e.pod for e in plan.evictions if e.gang == "l"}
+    left = sum(1 for p in s.running if p.gang == "l" and p.name not in gone)
+    if left not in (0, 3):
+        bad.append(f"l's pods left running are 0 or 3, never 1 or 2 (got {left})")
+    elif left != 0:
+        bad.append("all 3 of l's pods are evicted (here 0 left running)")
+    return bad
+
+
 CHECKS: dict[str, Check] = {
     "01-gang-deadlock": case_01,
     "02-no-partial-gang": case_02,
@@ -187,6 +211,8 @@ CHECKS: dict[str, Check] = {
     "08-queue-max": case_08,
     "09-zero-weight": case_09,
     "10-gpu-resource-names": case_10,
+    "11-preempt-idle-node": case_11,
+    "12-preempt-whole-victim": case_12,
 }
 
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {

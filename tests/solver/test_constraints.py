@@ -54,6 +54,18 @@ class Model:
     def leaf(self, node: str, level: str = "leaf") -> object:
         return self.ix.domain_of_block[level][self.ix.block_of_node[self.node(node)]]
 
+    def victim(self, gang: str) -> int:
+        assert self.ix.victims is not None
+        return next(v.id for v in self.ix.victims.victims if v.gang.key == f"default/{gang}")
+
+    def stay(self, gang: str) -> cp_model.IntVar:
+        return self.v.stay(self.victim(gang))
+
+    def keep(self, gang: str) -> cp_model.IntVar:
+        assert self.ix.victims is not None
+        (unit,) = self.ix.victims.victims[self.victim(gang)].units
+        return self.v.keep(unit)
+
 
 def build(data: dict[str, Any], families: tuple[str, ...], cfg: SolverConfig = EXACT) -> Model:
     s, warnings = load_instance({**API, **data})
@@ -375,6 +387,64 @@ CASES = {
         bad=lambda t: [(t.x("g", "n1"), 2), *((z, 0) for z in _zs(t, "g"))],
         good=lambda t: [(t.x("g", "n1"), 2), *((z, 1) for z in _zs(t, "g"))],
         cfg=replace(EXACT, exact_limit=0),
+    ),
+    # preemption: a running gang v (priority 0) holds 2 of n1's 4 cpu; h (priority 10, same
+    # queue, within_queue lower_priority) asks 3. With v kept, 2 + 3 > 4 (infeasible);
+    # with v evicted, 3 <= 4 (feasible): capacity counts what a victim keeps.
+    "capacity-victim": Case(
+        "node_capacity",
+        {
+            "preemption": {"enabled": True},
+            "nodes": nodes({"allocatable": {"cpu": 4}}, {"allocatable": {"cpu": 1}}),
+            "queues": [{"name": "q", "preemption": {"within_queue": "lower_priority"}}],
+            "running": [
+                {"name": "v-0", "gang": "v", "node": "n1", "queue": "q", "requests": {"cpu": 2}}
+            ],
+            "gangs": [one("h", {"cpu": 3}, priority=10)],
+        },
+        bad=lambda t: [(t.stay("v"), 1), (t.x("h", "n1"), 1)],
+        good=lambda t: [(t.stay("v"), 0), (t.x("h", "n1"), 1)],
+    ),
+    # an elastic running gang e of 3 pods with min_member 2 on n1: kept running, it keeps at
+    # least 2 — 1 pod kept is infeasible, 2 feasible.
+    "victim-elastic": Case(
+        "victims_whole",
+        {
+            "preemption": {"enabled": True},
+            "nodes": nodes({"allocatable": {"cpu": 4}}, {"allocatable": {"cpu": 4}}),
+            "queues": [{"name": "q", "preemption": {"within_queue": "lower_priority"}}],
+            "running": [
+                {
+                    "name": "e",
+                    "replicas": 3,
+                    "gang": "e",
+                    "min_member": 2,
+                    "node": "n1",
+                    "queue": "q",
+                    "requests": {"cpu": 1},
+                }
+            ],
+            "gangs": [one("h", {"cpu": 2}, priority=10)],
+        },
+        bad=lambda t: [(t.stay("e"), 1), (t.keep("e"), 1)],
+        good=lambda t: [(t.stay("e"), 1), (t.keep("e"), 2)],
+    ),
+    # no eviction for nothing: v holds all 4 GPUs of n1, n2 has 4 free; h (priority 10)
+    # asks 4. Evicting v while h goes to n2 frees nothing h uses (infeasible); with h on n1,
+    # putting v back would need 4 + 4 > 4 GPUs there (feasible).
+    "eviction-needed": Case(
+        "evictions_needed",
+        {
+            "preemption": {"enabled": True},
+            "nodes": nodes({"allocatable": {GPU: 4}}, {"allocatable": {GPU: 4}}),
+            "queues": [{"name": "q", "preemption": {"within_queue": "lower_priority"}}],
+            "running": [
+                {"name": "v-0", "gang": "v", "node": "n1", "queue": "q", "requests": {GPU: 4}}
+            ],
+            "gangs": [one("h", {GPU: 4}, priority=10)],
+        },
+        bad=lambda t: [(t.stay("v"), 0), (t.x("h", "n2"), 1), (t.x("h", "n1"), 0)],
+        good=lambda t: [(t.stay("v"), 0), (t.x("h", "n1"), 1), (t.x("h", "n2"), 0)],
     ),
 }
 

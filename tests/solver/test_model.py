@@ -120,8 +120,50 @@ BINDING: dict[str, Any] = {
 }
 
 
+PREEMPT: dict[str, Any] = {
+    # preemption on; queue q lets its gangs evict lower priorities. Victims: w (2 pods of 2
+    # GPUs on n0, whole), e (3 cpu pods on n1, elastic down to 1), s (a 500m GPU share on
+    # n2). h (2 x 4 GPUs) and k (6 cpu), both priority 10, need their room.
+    "apiVersion": "gangplan.io/v1alpha1",
+    "kind": "Instance",
+    "preemption": {"enabled": True},
+    "nodes": [
+        {"name": f"n{i}", "allocatable": {"cpu": 8, "memory": "32Gi", GPU: 4}} for i in range(3)
+    ],
+    "queues": [{"name": "q", "preemption": {"within_queue": "lower_priority"}}],
+    "running": [
+        {"name": "w", "replicas": 2, "gang": "w", "queue": "q", "node": "n0", "requests": {GPU: 2}},
+        {
+            "name": "e",
+            "replicas": 3,
+            "gang": "e",
+            "min_member": 1,
+            "queue": "q",
+            "node": "n1",
+            "requests": {"cpu": 2},
+        },
+        {"name": "s", "gang": "s", "queue": "q", "node": "n2", "requests": {GPU: "500m"}},
+    ],
+    "gangs": [
+        {
+            "name": "h",
+            "queue": "q",
+            "priority": 10,
+            "roles": [{"name": "w", "count": 2, "requests": {"cpu": 1, GPU: 4}}],
+        },
+        {
+            "name": "k",
+            "queue": "q",
+            "priority": 10,
+            "roles": [{"name": "w", "count": 1, "requests": {"cpu": 6}}],
+        },
+    ],
+}
+
+
 def _instances() -> list[tuple[str, Snapshot, SolverConfig]]:
     out = [("mixed", load_instance(MIXED)[0], DET), ("binding", load_instance(BINDING)[0], DET)]
+    out.append(("preempt", load_instance(PREEMPT)[0], DET))
     for stem in ("05-required-leaf-b", "06-joint-gpu-nic", "08-queue-max", "03-fragmented-gpus"):
         out.append((stem, load_snapshot(CASES / f"{stem}.yaml")[0], DET))
     # the same mixed cycle counted per leaf (aggregated mode: the block link family)
@@ -165,9 +207,9 @@ def test_the_mixed_instance_exercises_every_kind() -> None:
     """So that the tests above see every kind (aggregated mode adds ``z``; exact mode the
     others: shares and whole GPUs on n2, joint groups with fewer NICs than GPUs on n0/n1, a
     required leaf, a role's preferred leaf, fair shares and fragmentation, and with a
-    previous plan the pods kept)."""
+    previous plan the pods kept; the preemption instance: victims whole and elastic)."""
     kinds = set()
-    for _name, s, cfg in (INSTANCES[0], INSTANCES[-1]):
+    for _name, s, cfg in (INSTANCES[0], INSTANCES[2], INSTANCES[-1]):
         _model, v = _build(s, cfg, run_baseline(s, "greedy").plan)
         kinds |= {k for k, vs in v.by_kind().items() if vs}
     assert kinds == {k.name for k in KINDS}
@@ -211,6 +253,6 @@ def test_an_unknown_family_is_named() -> None:
 
 
 def test_families_are_permutations_of_one_table() -> None:
-    assert len(set(Constraints.FAMILIES)) == len(Constraints.FAMILIES) == 9
+    assert len(set(Constraints.FAMILIES)) == len(Constraints.FAMILIES) == 11
     for a, b in itertools.combinations(_orders(), 2):
         assert sorted(a) == sorted(b) == sorted(Constraints.FAMILIES)

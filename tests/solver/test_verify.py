@@ -271,6 +271,12 @@ def test_every_check_is_a_named_rule() -> None:
         "check_required_topology",
         "check_joint_allocation",
         "check_queue_max",
+        "check_evictions",
+        "check_victim_whole",
+        "check_victim_priority",
+        "check_eviction_needed",
+        "check_victim_disruption",
+        "check_victim_grace",
     ]
     assert str(Violation("capacity", "x")) == "[capacity] x"
 

@@ -1,0 +1,198 @@
+"""The baselines' greedy preemption: what Volcano's ``preempt`` / ``reclaim`` actions and
+Kueue's preemption do, so that CP-SAT is compared with schedulers that preempt too.
+
+After a baseline has placed what fits, each gang still pending that may preempt
+(:meth:`~gangplan.models.PreemptionRules.kind`), highest priority first
+(:class:`~gangplan.solver.queue_order.QueueOrder`), takes its candidates — the running
+gangs it may evict, lowest priority first, then the most recently admitted (Kueue's
+candidate order; Volcano's ``preempt`` also takes the lowest priority first) — and evicts
+them one at a time, whole (an elastic gang: its pods above ``min_member``), until the gang
+fits; it is then placed by the ``greedy`` baseline's rule (binpack). If it never fits,
+nothing of the round is evicted (Volcano commits the evictions only for a job that becomes
+ready). With ``reprieve`` (Kueue), the victims of a round are then offered back one by one,
+the last evicted first, and every one that fits beside what is placed stays.
+
+Its faults are kept on purpose, as the schedulers have them: candidates are chosen one gang
+at a time, in a fixed order, without asking whether a victim's room is the room the gang
+will use, so a round can evict a gang that frees nothing the preemptor takes (Volcano
+issues #5984, #2627); without a reprieve such a plan breaks the rule "no eviction for
+nothing" and the cycle does not use it as its incumbent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from gangplan.models import Eviction, Gang, PodPlacement, RunningGang, RunningPod
+from gangplan.solver.context import CycleContext
+from gangplan.solver.greedy import place_gang
+from gangplan.solver.queue_order import QueueOrder
+from gangplan.solver.state import ClusterState, DeviceChoice
+
+__all__ = ["REPRIEVE", "greedy_preemption"]
+
+REPRIEVE: Mapping[str, bool] = MappingProxyType(
+    {"greedy": False, "topology-fit": True, "fgd": True}
+)
+"""Per baseline: does its preemption offer victims back once the gang fits? ``greedy``
+models Volcano (no), ``topology-fit`` and ``fgd`` Kueue (yes: its minimal-preemptions
+step)."""
+
+
+@dataclass
+class _Step:
+    """One victim of a round: its running gang and the pods evicted."""
+
+    victim: RunningGang
+    pods: list[RunningPod]
+
+
+class _Evictor:
+    """Evicts running pods from a cluster state and puts them back, exactly as the
+    snapshot's free amounts say (:meth:`Snapshot.free_after
+    <gangplan.models.Snapshot.free_after>`), with queue usage kept in step."""
+
+    def __init__(self, ctx: CycleContext, state: ClusterState, order: QueueOrder):
+        self.ctx, self.state, self.order = ctx, state, order
+        self.gone: dict[str, set[tuple[str, str]]] = defaultdict(set)
+
+    def _shift(self, node: str, before: set[tuple[str, str]], after: set[tuple[str, str]]) -> bool:
+        """Change ``node``'s state from the eviction set ``before`` to ``after``; False
+        (and nothing changed) if what is placed there would no longer fit."""
+        s = self.ctx.snapshot
+        f0, f1 = s.free_after(node, before), s.free_after(node, after)
+        st = self.state.nodes[node]
+        res = {
+            r: st.resources.get(r, 0) + f1.resources.get(r, 0) - f0.resources.get(r, 0)
+            for r in set(st.resources) | set(f1.resources)
+        }
+        gpu = {
+            d: st.gpu_milli[d] + f1.gpu_milli.get(d, 0) - f0.gpu_milli.get(d, 0)
+            for d in st.gpu_order
+        }
+        lost_nics = f0.nics - f1.nics
+        if any(v < 0 for v in res.values()) or any(v < 0 for v in gpu.values()):
+            return False
+        if not lost_nics <= st.nics:
+            return False
+        nics = (st.nics | (f1.nics - f0.nics)) - lost_nics
+        self.state.set_free(node, res, gpu, nics)
+        return True
+
+    def _usage(self, pods: list[RunningPod], sign: int) -> None:
+        for pod in pods:
+            if pod.queue is not None:
+                for r, v in pod.requests.items():
+                    self.order.usage[pod.queue][r] += sign * v
+
+    def evict(self, pods: list[RunningPod]) -> None:
+        for node in {p.node for p in pods}:
+            before = set(self.gone[node])
+            self.gone[node] |= {(p.namespace, p.name) for p in pods if p.node == node}
+            ok = self._shift(node, before, self.gone[node])
+            assert ok  # giving capacity back always fits
+        self._usage(pods, -1)
+
+    def restore(self, pods: list[RunningPod]) -> bool:
+        """Put ``pods`` back where they ran, if everything placed still fits."""
+        done: list[tuple[str, set[tuple[str, str]], set[tuple[str, str]]]] = []
+        for node in {p.node for p in pods}:
+            before = set(self.gone[node])
+            after = before - {(p.namespace, p.name) for p in pods if p.node == node}
+            if not self._shift(node, before, after):
+                for n, b, a in reversed(done):
+                    self._shift(n, a, b)
+                    self.gone[n] = b
+                return False
+            self.gone[node] = after
+            done.append((node, before, after))
+        self._usage(pods, 1)
+        return True
+
+
+def _candidates(ctx: CycleContext, gang: Gang, evicted: set[tuple[str, str]]) -> list[_Step]:
+    """The gang's candidate victims in Kueue's order (module docstring): whole gangs, or an
+    elastic gang's pods above its min_member that are still running."""
+    rules = ctx.snapshot.preemption_rules
+    out = []
+    for rg in rules.gangs.values():
+        if rules.kind(gang, rg) is None:
+            continue
+        left = [p for p in rg.pods if (p.namespace, p.name) not in evicted]
+        if len(left) < rg.size:
+            continue  # already a victim this cycle
+        take = sorted(left, key=lambda p: p.name)[rg.min_member :] if rg.elastic else left
+        if take:
+            out.append(_Step(rg, take))
+    out.sort(
+        key=lambda st: (
+            st.victim.priority,
+            -(st.victim.admitted if st.victim.admitted is not None else float("-inf")),
+            st.victim.key,
+        )
+    )
+    return out
+
+
+def greedy_preemption(
+    ctx: CycleContext, pods: list[PodPlacement], *, reprieve: bool
+) -> tuple[list[PodPlacement], list[Eviction]]:
+    """``pods`` (a baseline's plan) plus the gangs greedy preemption admits, and the
+    evictions that make room for them (module docstring). Without preemption on, ``pods``
+    unchanged and no eviction."""
+    s = ctx.snapshot
+    rules = s.preemption_rules
+    if not rules.enabled or not rules.gangs:
+        return pods, []
+    placed = {p.gang_key for p in pods}
+    pending = [g for g in s.gangs if g.key not in placed]
+    state = ctx.state()
+    order = QueueOrder(ctx, pending)
+    for p in pods:
+        gang = s.gang_by_key[p.gang_key]
+        role = gang.role(p.role)
+        state.place(gang, role, p.node, p.pod, DeviceChoice(p.gpus, p.gpu_milli, p.nics))
+        order.charge(gang, role)
+    evictor = _Evictor(ctx, state, order)
+    evicted: set[tuple[str, str]] = set()
+    out = list(pods)
+    evictions: list[Eviction] = []
+    for gang in order:
+        if gang.preemption_policy == "Never":
+            continue
+        steps: list[_Step] = []
+        admitted: list[PodPlacement] | None = None
+        for step in _candidates(ctx, gang, evicted):
+            evictor.evict(step.pods)
+            steps.append(step)
+            admitted = place_gang(ctx, state, order, gang)
+            if admitted:
+                break
+        if not admitted:
+            for step in reversed(steps):
+                assert evictor.restore(step.pods)
+            continue
+        if reprieve:
+            steps = [st for st in reversed(steps) if not evictor.restore(st.pods)][::-1]
+        out += admitted
+        for step in steps:
+            evicted |= {(p.namespace, p.name) for p in step.pods}
+            kind = rules.kind(gang, step.victim)
+            assert kind is not None
+            reason = rules.reason(gang, step.victim)
+            evictions += [
+                Eviction(
+                    pod=p.name,
+                    namespace=p.namespace,
+                    gang=p.gang,
+                    node=p.node,
+                    for_gang=gang.key,
+                    kind=kind,
+                    reason=reason,
+                )
+                for p in step.pods
+            ]
+    return out, evictions
