@@ -161,7 +161,8 @@ def check_victim_priority(ctx: _Ctx) -> Iterator[tuple[str, str]]:
                 "victim_priority",
                 f"{who}: {e.for_gang} (queue {preemptor.queue!r}, priority "
                 f"{preemptor.priority}) may not evict it (a victim has strictly lower "
-                "priority in the same queue whose within_queue allows it, or belongs to a borrowing queue under reclaim)",
+                "priority in the same queue whose within_queue allows it, or belongs to a "
+                "borrowing queue under reclaim)",
             )
         elif kind is not None and kind != e.kind:
             yield ("victim_priority", f"{who} says {e.kind!r}; the rule that allows it is {kind!r}")
