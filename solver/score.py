@@ -41,9 +41,10 @@ benchmark — goes through it. Entries, in order:
 
 With preemption on, an evicted pod is lost throughput of its own class: it counts minus its
 milli-GPU and minus one pod in ``p{c}.gpu_milli`` / ``p{c}.pods`` of its running gang's
-priority class (the classes of evictable running gangs join those of pending gangs), and its
-contribution leaves its queue's dominant share in every class's fairness entry. So a higher
-class is never given up for a lower one.
+priority class (the classes of evictable running gangs join those of pending gangs). So a
+higher class is never given up for a lower one. Fairness is measured on the cycle's starting
+usage, evictions left out: a queue that evicts its own lower-priority gangs for a higher one
+does not lose share by it (its lower class pays, in throughput).
 """
 
 from __future__ import annotations
@@ -143,14 +144,12 @@ class _Evicted:
     pods: list[RunningPod]
     gpu: dict[int, int]
     count: dict[int, int]
-    contrib: dict[str, dict[str, int]]
     recency: int
 
     @classmethod
-    def of(cls, snapshot: Snapshot, plan: Plan, fs: FairShares) -> _Evicted:
+    def of(cls, snapshot: Snapshot, plan: Plan) -> _Evicted:
         gpu: dict[int, int] = defaultdict(int)
         count: dict[int, int] = defaultdict(int)
-        contrib: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         pods: list[RunningPod] = []
         recency = 0
         if snapshot.preemption.enabled and plan.evictions:
@@ -164,10 +163,7 @@ class _Evicted:
                 gpu[victim.priority] += pod.requests.get(snapshot.gpu, 0)
                 count[victim.priority] += 1
                 recency += rules.recency(victim)
-                if pod.queue is not None:
-                    for r, v in fs.contribution(pod.requests).items():
-                        contrib[pod.queue][r] += v
-        return cls(pods, gpu, count, contrib, recency)
+        return cls(pods, gpu, count, recency)
 
 
 def score(
@@ -195,13 +191,10 @@ def score(
         if any(r.name == p.role for r in gang.roles):
             pods_by_gang[key].append((p.role, p.node))
 
-    lost = _Evicted.of(snapshot, plan, fs)
+    lost = _Evicted.of(snapshot, plan)
     entries: list[tuple[str, int]] = []
     for c in score_classes(snapshot):
         added: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for qname, gone in lost.contrib.items():
-            for r, v in gone.items():
-                added[qname][r] -= v
         gpu = -lost.gpu.get(c, 0)
         pods = -lost.count.get(c, 0)
         for key, placed in pods_by_gang.items():

@@ -187,6 +187,8 @@ def check_eviction_needed(ctx: _Ctx) -> Iterator[tuple[str, str]]:
                 may[gang.key] = rules.kind(gang, rg) is not None
             if may[gang.key]:
                 eligible[p.node].update(role.requests)
+        if not any(may.values()):
+            continue  # no gang of the plan may evict it: victim_priority (or grace) says so
         whole = len(gone) == rg.size
         units = [list(rg.pods)] if whole else [[pod] for pod in gone]
         for unit in units:

@@ -25,8 +25,8 @@ plan the solution becomes. Where an idea comes from:
 * fragmentation: partly used GPU nodes and leaves — after FGD (Weng et al., ATC'23), which
   scores placements by the GPU fragmentation they cause;
 * stability: pods kept where the previous plan put them;
-* preemption (on only): evicted pods are lost throughput of their class and leave their
-  queue's share; fewer evicted milli-GPU, then pods, then the most recently admitted
+* preemption (on only): evicted pods are lost throughput of their class (fairness is
+  measured on the cycle's starting usage); fewer evicted milli-GPU, then pods, then the most recently admitted
   victims first (Kueue's order among equal candidates).
 """
 
@@ -98,8 +98,7 @@ def _fairness_and_throughput(
             ids = by_class_queue.get((c, qname), [])
             base = fs.base.get(qname, {})
             base_dom = max((base.get(r, 0) for r in fs.resources), default=0)
-            gone = _evicted_share(ix, v, fs, qname)
-            if not gone and (not ids or t.target <= base_dom):
+            if not ids or t.target <= base_dom:
                 short = max(0, t.target - base_dom)
                 if t.weight_milli > 0:
                     fair_const -= t.weight_milli * short
@@ -112,10 +111,8 @@ def _fairness_and_throughput(
                     (fs.contribution(dict(ix.shapes[ix.items[i].shape].requests))[r], i)
                     for i in ids
                 ]
-                parts: list[cp_model.LinearExprT] = [k * v.placed(i) for k, i in coeff if k]
-                if r in gone:
-                    parts.append(-1 * gone[r])
-                lins.append(base.get(r, 0) + sum(parts))
+                lin = base.get(r, 0) + sum(k * v.placed(i) for k, i in coeff if k)
+                lins.append(lin)
             dom = v.dominant(c, qname)
             model.add_max_equality(dom, lins)
             gap = v.shortfall(c, qname)
@@ -144,27 +141,6 @@ def _fairness_and_throughput(
         terms[f"p{c}.pods"] = ObjectiveTerm(
             f"p{c}.pods", sum(pods) if pods else None, upper=sum(ix.items[i].count for i in ids)
         )
-
-
-def _evicted_share(
-    ix: Index, v: Variables, fs: FairShares, queue: str
-) -> dict[str, cp_model.LinearExprT]:
-    """Per resource, the share (ppm) queue ``queue``'s evicted pods give up: the sum over its
-    victims' units of the pods not kept times one pod's contribution (empty: no victim)."""
-    vs = ix.victims
-    if vs is None:
-        return {}
-    out: dict[str, cp_model.LinearExprT] = {}
-    units = [u for u in vs.units if vs.victims[u.victim].gang.queue == queue]
-    for r in fs.resources:
-        parts = []
-        for u in units:
-            c = fs.contribution(dict(u.requests)).get(r, 0)
-            if c:
-                parts.append(c * (u.size - v.running(u.id)))
-        if parts:
-            out[r] = sum(parts)
-    return out
 
 
 def _lost_throughput(ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:

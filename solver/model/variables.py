@@ -403,14 +403,11 @@ class Variables:
     # ------------------------------------------------------------------ objective
 
     def dominant(self, cls: int, queue: str) -> cp_model.IntVar:
-        """``dominant[c, q]``: queue ``queue``'s dominant share in class ``cls`` (ppm; below 0
-        only by rounding, when evictions take away more than the queue's rounded usage)."""
+        """``dominant[c, q]``: queue ``queue``'s dominant share in class ``cls`` (ppm)."""
         key = (cls, queue)
         var = self._vars["dominant"].get(key)
         if var is None:
-            name = f"dominant[p{cls},{queue}]"
-            var = self.model.new_int_var(-DOMINANT_MAX, DOMINANT_MAX, name)
-            self._vars["dominant"][key] = var
+            var = self._int("dominant", key, DOMINANT_MAX, f"dominant[p{cls},{queue}]")
         return var
 
     def shortfall(self, cls: int, queue: str) -> cp_model.IntVar:

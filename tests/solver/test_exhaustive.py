@@ -7,6 +7,10 @@ takes the best by the independent score. On such instances (at most 4 nodes, 3 g
 pods in all, roles with their own levels, and half of the time a random previous plan),
 CP-SAT in deterministic mode must reach exactly that best score, and never fall below a
 baseline; every placer's plan must pass the verifier.
+
+With preemption on (the second test), the enumerator also lists every set of running pods
+to evict, each naming a gang it may be evicted for; the verifier decides which sets are
+victims at all (whole, lower priority, needed, outside grace, preemptible).
 """
 
 from __future__ import annotations
@@ -19,7 +23,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot, load_instance
+from gangplan.models import (
+    GPU_MILLI,
+    Eviction,
+    Gang,
+    NodeFree,
+    Plan,
+    PodPlacement,
+    Role,
+    RunningPod,
+    Snapshot,
+    load_instance,
+)
 from gangplan.solver.baselines import BASELINES
 from gangplan.solver.cycle import run_baseline, solve_cycle
 from gangplan.solver.result import SolverConfig, assemble_plan
@@ -195,12 +210,13 @@ def _gang_options(gang: Gang, nodes: int) -> list[tuple[tuple[int, ...], ...]]:
 
 
 def _device_search(
-    s: Snapshot, node_name: str, pods: list[tuple[Gang, Role]]
+    s: Snapshot, node_name: str, pods: list[tuple[Gang, Role]], free: NodeFree | None = None
 ) -> list[tuple[tuple[str, ...], int | None, tuple[str, ...]]] | None:
-    """Brute-force device choices for the pods on one node (None if impossible)."""
+    """Brute-force device choices for the pods on one node (None if impossible), in what
+    running pods leave (``free``; default the snapshot's)."""
     node = s.node_by_name[node_name]
     layout = s.layout_of(node)
-    free = s.free(node_name)
+    free = free or s.free(node_name)
     switch_of = {}
     for _numa, sw in layout.switches():
         for d in (*sw.gpus, *sw.nics):
@@ -265,10 +281,65 @@ def _name_pods(
     return out
 
 
+def _eviction_sets(s: Snapshot) -> Iterator[frozenset[tuple[str, str]]]:
+    """Every set of running pods to evict (only the empty set without preemption)."""
+    pods = [(p.namespace, p.name) for p in s.running] if s.preemption.enabled else []
+    for k in range(len(pods) + 1):
+        for combo in itertools.combinations(pods, k):
+            yield frozenset(combo)
+
+
+def _evictions(
+    s: Snapshot, gone: frozenset[tuple[str, str]], placements: list[PodPlacement]
+) -> list[Eviction] | None:
+    """The evictions of ``gone``, each for a gang of ``placements`` that may evict it and
+    has a pod on one of its nodes (None if some pod has no such gang: no valid plan)."""
+    rules = s.preemption_rules
+    on: dict[str, set[str]] = {}
+    for p in placements:
+        on.setdefault(p.gang_key, set()).add(p.node)
+    out = []
+    for pod in s.running:
+        if (pod.namespace, pod.name) not in gone:
+            continue
+        rg = rules.gang_of(pod)
+        held = {p.node for p in rg.pods}
+        chosen = None
+        for key, nodes in sorted(on.items()):
+            gang = s.gang_by_key[key]
+            if nodes & held and rules.kind(gang, rg) is not None:
+                chosen = gang
+                break
+        if chosen is None:
+            return None
+        kind = rules.kind(chosen, rg)
+        assert kind is not None
+        out.append(
+            Eviction(pod=pod.name, gang=pod.gang, node=pod.node, for_gang=chosen.key, kind=kind)
+        )
+    return out
+
+
 def exhaustive_best(s: Snapshot, previous: Plan | None = None) -> Score:
+    best: Score | None = None
+    for gone in _eviction_sets(s):
+        found = _best_with(s, previous, gone)
+        if found is not None and (best is None or best < found):
+            best = found
+    assert best is not None  # the empty plan is always valid
+    return best
+
+
+def _best_with(
+    s: Snapshot, previous: Plan | None, gone: frozenset[tuple[str, str]]
+) -> Score | None:
+    """The best score of the plans that evict exactly ``gone`` (None: none is valid)."""
     nodes = [n.name for n in s.nodes]
     options = [_gang_options(g, len(nodes)) for g in s.gangs]
     was = {p.pod: p.node for p in previous.pods} if previous is not None else {}
+    free_of: dict[str, NodeFree] = {}
+    for n in nodes:
+        free_of[n] = s.free_after(n, {k for k in gone if _pod(s, k).node == n})
     best: Score | None = None
     for combo in itertools.product(*options):
         per_node: dict[str, list[tuple[Gang, Role, str]]] = {n: [] for n in nodes}
@@ -279,7 +350,7 @@ def exhaustive_best(s: Snapshot, previous: Plan | None = None) -> Score:
         # quick capacity filter before the device search
         ok = True
         for n, pods in per_node.items():
-            free = s.free(n).resources
+            free = free_of[n].resources
             for res in {r for _g, role, _p in pods for r in role.requests}:
                 if sum(role.requests.get(res, 0) for _g, role, _p in pods) > free.get(res, 0):
                     ok = False
@@ -289,7 +360,7 @@ def exhaustive_best(s: Snapshot, previous: Plan | None = None) -> Score:
         for n, pods in per_node.items():
             if not pods:
                 continue
-            devices = _device_search(s, n, [(g, r) for g, r, _p in pods])
+            devices = _device_search(s, n, [(g, r) for g, r, _p in pods], free_of[n])
             if devices is None:
                 ok = False
                 break
@@ -307,14 +378,20 @@ def exhaustive_best(s: Snapshot, previous: Plan | None = None) -> Score:
                 )
         if not ok:
             continue
-        plan = assemble_plan(s, placements, {})
+        evictions = _evictions(s, gone, placements) if gone else []
+        if evictions is None:
+            continue
+        plan = assemble_plan(s, placements, {}, evictions=evictions)
         if verify(s, plan):
-            continue  # e.g. a required level or a queue max: the verifier decides
+            continue  # e.g. a required level, a queue max, a victim: the verifier decides
         sc = score(s, plan, previous)
         if best is None or best < sc:
             best = sc
-    assert best is not None  # the empty plan is always valid
     return best
+
+
+def _pod(s: Snapshot, key: tuple[str, str]) -> RunningPod:
+    return next(p for p in s.running if (p.namespace, p.name) == key)
 
 
 # --------------------------------------------------------------------------- tests
@@ -405,3 +482,127 @@ def test_deterministic_mode_repeats(seed: int) -> None:
 
 def _plan_pods(plan: Plan) -> list[str]:
     return sorted(p.pod for p in plan.pods)
+
+
+# --------------------------------------------------------------------------- preemption
+
+
+@st.composite
+def tiny_preemption_instances(draw: st.DrawFn) -> dict[str, Any]:
+    """Preemption on: 1 to 3 nodes, running gangs that may be evicted (whole or elastic,
+    some inside their grace period or not preemptible), pending gangs of several
+    priorities, queues with every policy."""
+    n_nodes = draw(st.integers(1, 3))
+    nodes = []
+    room: dict[str, dict[str, int]] = {}
+    for i in range(n_nodes):
+        gpus = draw(st.sampled_from([0, 2, 4, 4]))
+        cpu = draw(st.sampled_from([2, 4]))
+        alloc: dict[str, Any] = {"cpu": cpu, "memory": "16Gi"}
+        if gpus:
+            alloc["nvidia.com/gpu"] = gpus
+        nodes.append({"name": f"n{i}", "allocatable": alloc, "domains": {"leaf": "l0"}})
+        room[f"n{i}"] = {"cpu": cpu * 1000, "gpu": gpus * 1000}
+    queues = []
+    for j in range(draw(st.sampled_from([1, 1, 2]))):
+        q: dict[str, Any] = {
+            "name": f"q{j}",
+            "preemption": {
+                "within_queue": draw(
+                    st.sampled_from(["never", "lower_priority", "lower_priority"])
+                ),
+                "reclaim": draw(st.sampled_from(["never", "lower_priority", "any"])),
+            },
+        }
+        if draw(st.booleans()):
+            q["guaranteed"] = {"nvidia.com/gpu": draw(st.integers(1, 4)), "cpu": 4}
+        queues.append(q)
+    running = []
+    for k in range(draw(st.integers(1, 3))):
+        pods = draw(st.integers(1, 2))
+        gpu = draw(st.sampled_from([0, 1, 2, 2, "500m"]))
+        milli = {0: 0, 1: 1000, 2: 2000, "500m": 500}[gpu]
+        cpu = draw(st.sampled_from([1, 2]))
+        entry: dict[str, Any] = {
+            "gang": f"r{k}",
+            "queue": draw(st.sampled_from([q["name"] for q in queues])),
+            "priority": draw(st.sampled_from([0, 0, 1])),
+            "preemptible": draw(st.sampled_from([True, True, True, True, False])),
+            "admitted": draw(st.sampled_from([None, 0.0, 50.0, 95.0])),
+        }
+        if pods == 2 and draw(st.booleans()):
+            entry["min_member"] = 1
+        for p in range(pods):
+            fits = [n for n, r in room.items() if r["cpu"] >= cpu * 1000 and r["gpu"] >= milli]
+            if not fits:
+                break
+            node = draw(st.sampled_from(fits))
+            room[node]["cpu"] -= cpu * 1000
+            room[node]["gpu"] -= milli
+            req: dict[str, Any] = {"cpu": cpu}
+            if gpu:
+                req["nvidia.com/gpu"] = gpu
+            running.append({"name": f"r{k}-{p}", "node": node, "requests": req, **entry})
+    gangs = []
+    pods_left = 3
+    for k in range(draw(st.integers(1, 2))):
+        if pods_left <= 0:
+            break
+        count = draw(st.integers(1, min(2, pods_left)))
+        pods_left -= count
+        gpu = draw(st.sampled_from([0, 1, 2]))
+        req = {"cpu": draw(st.sampled_from([1, 2]))}
+        if gpu:
+            req["nvidia.com/gpu"] = gpu
+        gang: dict[str, Any] = {
+            "name": f"g{k}",
+            "queue": draw(st.sampled_from([q["name"] for q in queues])),
+            "priority": draw(st.sampled_from([0, 1, 2, 2])),
+            "creation_time": k,
+            "roles": [{"name": "w", "count": count, "requests": req}],
+        }
+        if draw(st.integers(0, 9)) == 0:
+            gang["preemption_policy"] = "Never"
+        gangs.append(gang)
+    return {
+        "levels": [{"name": "leaf"}],
+        "preemption": {"enabled": True, "grace_s": 10, "now": 100},
+        "nodes": nodes,
+        "queues": queues,
+        "gangs": gangs,
+        "running": running,
+    }
+
+
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(tiny_preemption_instances())
+def test_cpsat_equals_exhaustive_best_with_preemption(data: dict[str, Any]) -> None:
+    s, _ = load_instance(data)
+    result = solve_cycle(s, None, config=DETERMINISTIC)
+    assert verify(s, result.plan) == []
+    best = exhaustive_best(s)
+    assert result.score == best, (
+        f"cpsat {result.score}\nbest  {best}\nstatus {result.status} {result.notes}\n"
+        f"evictions {[e.pod for e in result.plan.evictions]}"
+    )
+    for name in BASELINES:
+        base = run_baseline(s, name)
+        if verify(s, base.plan) == []:
+            assert not result.score < base.score, name
+
+
+def test_the_enumerator_counts_victims_case_11() -> None:
+    """Sanity of the enumerator with preemption, on case 11 (worked by hand): evicting l-0
+    lets h take both nodes: 16 GPUs of class 100 against 8 lost of class 0."""
+    from pathlib import Path
+
+    from gangplan.adapters.files import load_snapshot
+
+    case = Path(__file__).resolve().parents[2] / "instances" / "cases" / "11-preempt-idle-node.yaml"
+    s, _ = load_snapshot(case)
+    best = exhaustive_best(s)
+    assert (best["p100.gpu_milli"], best["p100.pods"]) == (16_000, 2)
+    assert (best["p0.gpu_milli"], best["p0.pods"]) == (-8_000, -1)
+    assert (best["preemption.evicted_gpu_milli"], best["preemption.evicted_pods"]) == (-8_000, -1)
