@@ -26,8 +26,8 @@ plan the solution becomes. Where an idea comes from:
   scores placements by the GPU fragmentation they cause;
 * stability: pods kept where the previous plan put them;
 * preemption (on only): evicted pods are lost throughput of their class (fairness is
-  measured on the cycle's starting usage); fewer evicted milli-GPU, then pods, then the most recently admitted
-  victims first (Kueue's order among equal candidates).
+  measured on the cycle's starting usage); fewer evicted milli-GPU, then pods, then the
+  most recently admitted victims first (Kueue's order among equal candidates).
 """
 
 from __future__ import annotations
