@@ -256,6 +256,32 @@ def _admitted_section(
     return out
 
 
+def _eviction_section(plan: Plan, width: int, show_all: bool) -> list[_Line]:
+    """The running pods the plan evicts (preemption on), with the gang each makes room for
+    and why."""
+    shown = plan.evictions if show_all else plan.evictions[:ROW_CAP]
+    header = ("pod", "running gang", "node", "for gang", "why")
+    rows = [
+        (
+            e.pod if e.namespace == "default" else f"{e.namespace}/{e.pod}",
+            e.gang or "",
+            e.node,
+            e.for_gang,
+            e.reason or e.kind,
+        )
+        for e in shown
+    ]
+    head, *body = _columns(header, rows, right=set(), width=width)
+    out = [
+        _Line(f"evictions (before the bindings): {len(plan.evictions):,}", "bold"),
+        _Line("  " + head[0], "dim"),
+        *(_Line("  " + t) for row in body for t in row),
+    ]
+    if len(plan.evictions) > len(shown):
+        out.append(_Line("  " + _more(len(plan.evictions) - len(shown), "evictions")))
+    return out
+
+
 def _queue_section(st: PlanStats, width: int, show_all: bool) -> list[_Line]:
     shown = st.queues if show_all else st.queues[:ROW_CAP]
     header = ("queue", "running GPUs", "placed GPUs", "dominant share", "fair target (class)")
@@ -346,6 +372,9 @@ def plan_lines(
         out.append(_Line(""))
     out += _admitted_section(snapshot, admitted, pods, topo, show_all, many)
     out.append(_Line(""))
+    if plan.evictions:
+        out += _eviction_section(plan, width, show_all)
+        out.append(_Line(""))
     st = plan_stats(snapshot, plan, topo, pods)
     out += _queue_section(st, width, show_all)
     out.append(_Line(""))

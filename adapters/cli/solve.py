@@ -158,7 +158,12 @@ def solve(
 ) -> None:
     """Plan one scheduling cycle for INSTANCE (default: the embedded default instance)."""
     from gangplan.adapters.files import dump_data, plan_data, write_plan
-    from gangplan.adapters.kube.bindings import bindings_document, dump_bindings, select_bindings
+    from gangplan.adapters.kube.bindings import (
+        bindings_document,
+        dump_bindings,
+        eviction_documents,
+        select_bindings,
+    )
     from gangplan.adapters.render import plan_lines
     from gangplan.solver.cycle import run_baseline, solve_cycle
     from gangplan.solver.result import SolverConfig
@@ -198,8 +203,10 @@ def solve(
             include_predicted=include_predicted,
             any_scheduler=bind_any_scheduler,
         )
+        # with preemption: the evictions and the preemptors' nominations first
         text = dump_bindings(
-            bindings_document(
+            eviction_documents(result.plan)
+            + bindings_document(
                 snapshot,
                 result.plan,
                 include_predicted=include_predicted,

@@ -44,6 +44,28 @@ JobSets, whose pods get a random suffix). Pods that name another scheduler
 (``metadata.kubernetes.schedulers``, e.g. ``volcano``) are bound only when asked
 (``any_scheduler``): binding them races that scheduler.
 
+With preemption (a plan with ``evictions``), :func:`eviction_documents` comes first in the
+stream: per evicted pod its policy/v1 **Eviction**, the body of ``POST
+/api/v1/namespaces/{ns}/pods/{name}/eviction`` (the Eviction API honours
+PodDisruptionBudgets)::
+
+    {"apiVersion": "policy/v1", "kind": "Eviction",
+     "metadata": {"name": "low-0", "namespace": "ml"}}
+
+then, per pod of a gang the evictions make room for, its **nomination**, a merge patch of
+``PATCH /api/v1/namespaces/{ns}/pods/{name}/status`` setting ``status.nominatedNodeName``
+(kube-scheduler's own way of saying "this pod waits for that node while its victims go";
+the scheduler then keeps that room for it from pods of lower or equal priority)::
+
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "h-w-0", "namespace": "ml"},
+     "status": {"nominatedNodeName": "node-3"}}
+
+and only then the annotation patches and Bindings. The stream is in call order: whoever
+applies it posts the Evictions and nominations, waits until every evicted pod is gone (its
+GET returns 404, or a pod of that name with another UID), and only then binds the
+preemptor's pods — a Binding to a node its victims still hold would be rejected by the
+kubelet for want of room.
+
 A :class:`Binder` carries the requests to a cluster: :class:`InMemoryBinder` records them
 (tests, ``replan``); :class:`KubeBinder` uses the official client's ``patch_namespaced_pod``
 and ``create_namespaced_pod_binding``. Both are idempotent: binding a pod again to the
@@ -75,6 +97,7 @@ __all__ = [
     "bindings_document",
     "device_allocation",
     "dump_bindings",
+    "eviction_documents",
     "select_bindings",
 ]
 
@@ -315,6 +338,33 @@ def bindings_document(
         if patch is not None:
             out.append(patch)
         out.append(req.binding_body())
+    return out
+
+
+def eviction_documents(plan: Plan) -> list[dict[str, Any]]:
+    """The documents that come before the bindings of a plan with evictions (module
+    docstring): one policy/v1 Eviction per evicted pod, in the plan's order, then one
+    nomination (``status.nominatedNodeName``) per placed pod of a gang the evictions make
+    room for. Empty for a plan without evictions."""
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": e.pod, "namespace": e.namespace},
+        }
+        for e in plan.evictions
+    ]
+    preemptors = {e.for_gang for e in plan.evictions}
+    out += [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": p.pod, "namespace": p.namespace},
+            "status": {"nominatedNodeName": p.node},
+        }
+        for p in plan.pods
+        if p.gang_key in preemptors
+    ]
     return out
 
 

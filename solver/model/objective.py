@@ -155,6 +155,9 @@ def _lost_throughput(ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -
     for u in vs.units:
         by_class[vs.victims[u.victim].gang.priority].append(u.id)
     for c, units in by_class.items():
+        for entry in ("fairness", "fairness_w0", "gpu_milli", "pods"):
+            # a class of victims alone: no fair target, nothing admitted (constant 0)
+            terms.setdefault(f"p{c}.{entry}", ObjectiveTerm(f"p{c}.{entry}", None, 0))
         per_entry = {
             f"p{c}.gpu_milli": [(vs.units[u].req(gpu), u) for u in units],
             f"p{c}.pods": [(1, u) for u in units],
@@ -165,15 +168,12 @@ def _lost_throughput(ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -
                 continue
             kept: list[cp_model.LinearExprT] = [k * v.running(u) for k, u in coeffs]
             lost = sum(k * vs.units[u].size for k, u in coeffs)
-            old = terms.get(name)
-            if old is None:
-                terms[name] = ObjectiveTerm(name, sum(kept), -lost, weight=1, upper=lost)
-            else:
-                expr = sum(kept if old.expr is None else [old.expr, *kept])
-                upper = None if old.upper is None else old.upper + lost
-                terms[name] = ObjectiveTerm(
-                    name, expr, old.const - lost, weight=old.weight, upper=upper
-                )
+            old = terms[name]
+            expr = sum(kept) if old.expr is None else sum([old.expr, *kept])
+            upper = None if old.upper is None and old.expr is not None else (old.upper or 0) + lost
+            terms[name] = ObjectiveTerm(
+                name, expr, old.const - lost, weight=old.weight, upper=upper
+            )
 
 
 def _evictions(ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
