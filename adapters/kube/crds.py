@@ -287,11 +287,22 @@ class FairSharing(_Model):
     weight: Any = None
 
 
+class ClusterQueuePreemption(_Model):
+    """``spec.preemption``: Kueue's ``withinClusterQueue`` (``Never``, ``LowerPriority``,
+    ``LowerOrNewerEqualPriority``), ``reclaimWithinCohort`` (``Never``, ``LowerPriority``,
+    ``Any``) and ``borrowWithinCohort``."""
+
+    within_cluster_queue: str | None = None
+    reclaim_within_cohort: str | None = None
+    borrow_within_cohort: Any = None
+
+
 class ClusterQueueSpec(_Model):
     cohort: str | None = None
     cohort_name: str | None = None
     resource_groups: list[ResourceGroup] = Field(default_factory=list)
     fair_sharing: FairSharing | None = None
+    preemption: ClusterQueuePreemption | None = None
 
 
 class ClusterQueue(_Object):

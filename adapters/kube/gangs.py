@@ -287,8 +287,9 @@ class GangAssembler:
         gname = spec.name if spec else (m.pending or m.running)[0].name
         if m.running:
             queue = self._queues.queue_for(m.running + m.pending, spec, None)
+            minimum = spec.min_member if spec is not None else None
             for p in m.running:
-                running = self._running(p, gname if spec else None, queue)
+                running = self._running(p, gname if spec else None, queue, minimum)
                 if running is not None:
                     out.running.append(running)
         if not m.pending:
@@ -334,6 +335,8 @@ class GangAssembler:
             "min_member": gang_min,
             "joint": self._joint(m, where),
         }
+        if any(p.preemption_policy == "Never" for p in m.pending):
+            gang["preemption_policy"] = "Never"
         if topo is not None:
             gang["topology"] = topo.model_dump(exclude_none=True)
         for role in roles:
@@ -443,8 +446,12 @@ class GangAssembler:
             roles.append(role)
         return roles
 
-    def _running(self, p: PodInfo, gang: str | None, queue: str | None) -> Draft | None:
-        """A running pod (None: its node is not in the snapshot, listed)."""
+    def _running(
+        self, p: PodInfo, gang: str | None, queue: str | None, minimum: int | None = None
+    ) -> Draft | None:
+        """A running pod (None: its node is not in the snapshot, listed), with what preemption
+        needs: its gang's ``minimum`` (elastic victims), its start time as its gang's
+        admission, and whether it tolerates disruption."""
         who = f"{p.namespace}/{p.name}"
         ids = self._node_devices.get(p.node_name or "")
         if ids is None:
@@ -473,6 +480,9 @@ class GangAssembler:
             "node": p.node_name,
             "requests": quantities(req),
             "devices": [d for d in p.devices if d in ids],
+            "admitted": p.started,
+            "min_member": minimum if minimum is not None and minimum > 0 else None,
+            "preemptible": p.preemptible,
         }
         return Draft(data, p.source, "Pod", who)
 

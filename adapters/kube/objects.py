@@ -215,6 +215,7 @@ KINDS: dict[tuple[str, str], KindSpec] = {
     ("scheduling.k8s.io", "PodGroup"): _k(
         "v1alpha2 v1alpha3", True, _parse_core(k8s.V1alpha3PodGroup)
     ),
+    ("policy", "PodDisruptionBudget"): _k("v1", True, _parse_core(k8s.V1PodDisruptionBudget)),
     ("batch", "Job"): _k("v1", True, _parse_core(k8s.V1Job)),
     ("apps", "ReplicaSet"): _k("v1", True, _parse_core(k8s.V1ReplicaSet)),
     ("apps", "Deployment"): _k("v1", True, _parse_core(k8s.V1Deployment)),

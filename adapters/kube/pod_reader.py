@@ -199,6 +199,9 @@ class PodReader:
             kind=kind,
             who=who,
         )
+        pod.preemption_policy = self._priorities.policy(
+            spec.preemption_policy, spec.priority_class_name or priority_class
+        )
         kueue_class = labels.get(LABEL_KUEUE_PRIORITY) or wl_labels.get(LABEL_KUEUE_PRIORITY)
         if kueue_class:
             value = self._priorities.workload_class(kueue_class)
@@ -268,6 +271,8 @@ class PodReader:
             summary.skip_object(obj, REASON_NOT_MAPPED, str(err))
             return None
         if pod.node_name:
+            status = obj.model.status
+            pod.started = epoch(status.start_time) if status is not None else None
             try:
                 pod.devices = tuple(
                     allocated_devices(annotations, layouts.minors.get(pod.node_name, {}))

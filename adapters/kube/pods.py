@@ -138,6 +138,13 @@ class PodInfo:
     controller chooses, e.g. a ReplicaSet's random suffix)"""
     name_rule: str = ""
     """a predicted pod: how its controller names pods, or why its name cannot be known"""
+    started: float | None = None
+    """``status.startTime`` (a running pod), seconds since the Unix epoch"""
+    preemption_policy: str | None = None
+    """``spec.preemptionPolicy``, else its PriorityClass's (``Never``: it never preempts)"""
+    preemptible: bool = True
+    preemptible_why: str = ""
+    """why not, when not (:mod:`gangplan.adapters.kube.disruption`)"""
 
 
 def epoch(ts: Any) -> float | None:

@@ -16,6 +16,15 @@ scheduler-plugins ``ElasticQuota``        queue ``namespace/name``: ``min`` as g
                                           charged to it (capacity scheduling)
 ========================================  ==================================================
 
+Preemption policies (``Queue.preemption``, in force with preemption on): a ClusterQueue's
+``spec.preemption.withinClusterQueue`` ``LowerPriority`` is ``within_queue:
+lower_priority`` (``LowerOrNewerEqualPriority`` too, noted: the newer-equal part is not
+modelled), ``reclaimWithinCohort`` ``LowerPriority`` / ``Any`` is ``reclaim:
+lower_priority`` / ``any`` (Kueue's defaults, ``Never``, are ours); ``borrowWithinCohort`` is
+noted, not mapped. A Volcano Queue's ``reclaimable: false`` is ``reclaimable: false``;
+whether Volcano preempts or reclaims at all is its scheduler's ``actions`` setting, which a
+dump does not hold: its queues keep ``within_queue`` and ``reclaim`` at ``never``.
+
 A gang's queue is, in this order: its gang object's (Volcano ``spec.queue``, Kubeflow
 ``schedulingPolicy.queue``), the pod's ``scheduling.volcano.sh/queue-name`` annotation, its
 Kueue ``kueue.x-k8s.io/queue-name`` label (LocalQueue -> ClusterQueue), the ElasticQuota of
@@ -131,6 +140,7 @@ class QueueBook:
                     "weight": spec.weight or 1,
                     "guaranteed": _q(guaranteed),
                     "max": _q(spec.capability),
+                    "preemption": {"reclaimable": spec.reclaimable is not False},
                 },
             )
             meta = obj.model.metadata
@@ -224,7 +234,33 @@ class QueueBook:
             "weight": weight,
             "guaranteed": _q({k: v for k, v in nominal.items() if v}),
             "max": _q(maxes),
+            "preemption": self._kueue_preemption(obj),
         }, flavors
+
+    def _kueue_preemption(self, obj: KubeObject) -> dict[str, str]:
+        """A ClusterQueue's ``spec.preemption`` as our policy (module docstring)."""
+        pre = obj.model.spec.preemption
+        if pre is None:
+            return {}
+        out: dict[str, str] = {}
+        within = pre.within_cluster_queue or "Never"
+        if within == "LowerOrNewerEqualPriority":
+            self._note(
+                obj,
+                REASON_ASSUMED,
+                "spec.preemption.withinClusterQueue LowerOrNewerEqualPriority: read as "
+                "LowerPriority (equal priorities are never preempted here)",
+            )
+        if within in ("LowerPriority", "LowerOrNewerEqualPriority"):
+            out["within_queue"] = "lower_priority"
+        reclaim = {"LowerPriority": "lower_priority", "Any": "any"}.get(
+            pre.reclaim_within_cohort or "Never"
+        )
+        if reclaim is not None:
+            out["reclaim"] = reclaim
+        if pre.borrow_within_cohort is not None:
+            self._note(obj, REASON_NOT_MAPPED, "spec.preemption.borrowWithinCohort: not modelled")
+        return out
 
     def kueue_queue(self, pod: PodInfo | None, ns: str, lq: str, source: str) -> str:
         cq = self.local_queues.get((ns, lq))

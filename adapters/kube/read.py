@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from gangplan.adapters import yaml_input
+from gangplan.adapters.kube.disruption import Disruptions
 from gangplan.adapters.kube.docs import DumpError, read_documents
 from gangplan.adapters.kube.gangs import GangAssembler, note_unknown_resources
 from gangplan.adapters.kube.nodes import (
@@ -171,6 +172,7 @@ def _convert(
     queues = QueueBook(reg, summary)
     reader = PodReader(summary, opts, priorities)
     pods = reader.read_pods(reg, layouts)
+    Disruptions(reg).mark(pods)
     predicted = predict_pods(
         reg, summary, reader, opts.scheduler_names, room=max(0, MAX_PODS - len(pods))
     )

@@ -1,0 +1,130 @@
+"""Which running pods tolerate disruption: what makes a running gang no one's victim.
+
+A running pod is **not preemptible** (``RunningPod.preemptible: false``) when, in this order:
+
+* its annotation ``gangplan.io/preemptible`` is ``"false"`` (gangplan's own);
+* its annotation ``volcano.sh/preemptable`` is ``"false"`` (Volcano, ``PodPreemptable`` in
+  ``pkg/apis/scheduling/v1beta1``; the ``preempt`` and ``reclaim`` actions skip such pods);
+* its label ``quota.scheduling.koordinator.sh/preemptible`` is ``"false"`` (Koordinator's
+  ElasticQuota, v1.4: a non-preemptible pod is kept within its quota's min and never
+  preempted);
+* a policy/v1 **PodDisruptionBudget** of its namespace selects it and allows no disruption:
+  its ``status.disruptionsAllowed`` is 0, or, without a status, ``maxUnavailable`` is 0 (or
+  0%) or ``minAvailable`` is 100% or at least the number of running pods it selects (the
+  Eviction API would refuse the eviction: Kubernetes, "Specifying a Disruption Budget for
+  your Application").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gangplan.adapters.kube.objects import KubeObject, Registry
+from gangplan.adapters.kube.pods import PodInfo
+
+__all__ = [
+    "ANN_GANGPLAN_PREEMPTIBLE",
+    "ANN_VOLCANO_PREEMPTABLE",
+    "LABEL_KOORD_PREEMPTIBLE",
+    "Disruptions",
+]
+
+ANN_GANGPLAN_PREEMPTIBLE = "gangplan.io/preemptible"
+ANN_VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"
+LABEL_KOORD_PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
+
+
+def _selects(selector: Any, labels: dict[str, str]) -> bool:
+    """Does a ``V1LabelSelector`` select a pod with ``labels``? (An empty selector selects
+    every pod of the namespace, as policy/v1 PodDisruptionBudget says.)"""
+    if selector is None:
+        return False
+    for k, v in (selector.match_labels or {}).items():
+        if labels.get(k) != v:
+            return False
+    for req in selector.match_expressions or ():
+        present = req.key in labels
+        values = set(req.values or ())
+        if req.operator == "In" and not (present and labels[req.key] in values):
+            return False
+        if req.operator == "NotIn" and present and labels[req.key] in values:
+            return False
+        if req.operator == "Exists" and not present:
+            return False
+        if req.operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def _percent(value: Any) -> float | None:
+    text = str(value)
+    if text.endswith("%"):
+        try:
+            return float(text[:-1])
+        except ValueError:
+            return None
+    return None
+
+
+def _allows_none(pdb: Any, selected: int) -> bool:
+    """Does the budget allow no disruption of the ``selected`` running pods?"""
+    status = pdb.status
+    if status is not None and status.disruptions_allowed is not None:
+        return int(status.disruptions_allowed) <= 0
+    spec = pdb.spec
+    if spec is None:
+        return False
+    if spec.max_unavailable is not None:
+        pct = _percent(spec.max_unavailable)
+        return pct == 0 if pct is not None else str(spec.max_unavailable) == "0"
+    if spec.min_available is not None:
+        pct = _percent(spec.min_available)
+        if pct is not None:
+            return pct >= 100
+        try:
+            return int(str(spec.min_available)) >= selected
+        except ValueError:
+            return False
+    return False
+
+
+class Disruptions:
+    """The PodDisruptionBudgets of a dump, to say which running pods are preemptible."""
+
+    def __init__(self, reg: Registry):
+        self._budgets: list[KubeObject] = list(reg.of("policy", "PodDisruptionBudget"))
+
+    def mark(self, pods: Iterable[PodInfo]) -> None:
+        """Set ``preemptible`` (and why not) on every running pod of ``pods``."""
+        running = [p for p in pods if p.node_name]
+        for pod in running:
+            why = self._own(pod)
+            if why is not None:
+                pod.preemptible, pod.preemptible_why = False, why
+        for obj in self._budgets:
+            spec = obj.model.spec
+            if spec is None:
+                continue
+            chosen = [
+                p
+                for p in running
+                if p.namespace == obj.namespace and _selects(spec.selector, p.labels)
+            ]
+            if chosen and _allows_none(obj.model, len(chosen)):
+                for p in chosen:
+                    if p.preemptible:
+                        p.preemptible = False
+                        p.preemptible_why = (
+                            f"PodDisruptionBudget {obj.namespace}/{obj.name} allows no disruption"
+                        )
+
+    @staticmethod
+    def _own(pod: PodInfo) -> str | None:
+        if pod.annotations.get(ANN_GANGPLAN_PREEMPTIBLE) == "false":
+            return f"annotation {ANN_GANGPLAN_PREEMPTIBLE}: false"
+        if pod.annotations.get(ANN_VOLCANO_PREEMPTABLE) == "false":
+            return f"annotation {ANN_VOLCANO_PREEMPTABLE}: false"
+        if pod.labels.get(LABEL_KOORD_PREEMPTIBLE) == "false":
+            return f"label {LABEL_KOORD_PREEMPTIBLE}: false"
+        return None

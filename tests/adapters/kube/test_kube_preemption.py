@@ -1,0 +1,144 @@
+"""What the Kubernetes reader carries for preemption: Kueue ClusterQueue ``spec.preemption``,
+Volcano Queue ``reclaimable``, PriorityClass ``preemptionPolicy: Never`` on a pending gang,
+the annotations, label and PodDisruptionBudgets that make a running pod no one's victim, a
+running pod's start time as its gang's admission, and a running gang's minimum."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_kube_reading import _pg, dump, node, pod
+
+
+def _cq(name: str, preemption: dict[str, Any] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 8}]}],
+            }
+        ]
+    }
+    if preemption is not None:
+        spec["preemption"] = preemption
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def test_cluster_queue_preemption_policies(tmp_path: Path) -> None:
+    r = dump(
+        tmp_path,
+        node("n1"),
+        _cq("none", None),
+        _cq("within", {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}),
+        _cq("newer", {"withinClusterQueue": "LowerOrNewerEqualPriority"}),
+        _cq("reclaim", {"reclaimWithinCohort": "LowerPriority"}),
+    )
+    q = {name: (p.within_queue, p.reclaim) for name, p in _policies(r).items()}
+    assert q == {
+        "none": ("never", "never"),
+        "within": ("lower_priority", "any"),
+        "newer": ("lower_priority", "never"),
+        "reclaim": ("never", "lower_priority"),
+    }
+    assert any("LowerOrNewerEqualPriority" in e.detail for e in r.summary.notes)
+
+
+def _policies(r: Any) -> dict[str, Any]:
+    return {q.name: q.preemption for q in r.snapshot.queues}
+
+
+def test_volcano_queue_reclaimable(tmp_path: Path) -> None:
+    def vq(name: str, reclaimable: bool | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"weight": 1}
+        if reclaimable is not None:
+            spec["reclaimable"] = reclaimable
+        return {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+
+    r = dump(tmp_path, node("n1"), vq("open", None), vq("closed", False))
+    assert {n: p.reclaimable for n, p in _policies(r).items()} == {"open": True, "closed": False}
+
+
+def test_priority_class_never_keeps_a_gang_from_preempting(tmp_path: Path) -> None:
+    pc = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "polite"},
+        "value": 1000,
+        "preemptionPolicy": "Never",
+    }
+    r = dump(
+        tmp_path,
+        node("n1"),
+        pc,
+        pod("a", priorityClassName="polite"),
+        pod("b", preemptionPolicy="Never"),
+        pod("c"),
+    )
+    policy = {g.name: g.preemption_policy for g in r.snapshot.gangs}
+    assert policy == {"a": "Never", "b": "Never", "c": "PreemptLowerPriority"}
+    assert r.snapshot.gang_by_key["default/a"].priority == 1000
+
+
+def test_what_makes_a_running_pod_no_ones_victim(tmp_path: Path) -> None:
+    pdb_none = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep-db", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+    }
+    pdb_some = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 1},
+    }
+    r = dump(
+        tmp_path,
+        node("n1"),
+        pdb_none,
+        pdb_some,
+        pod("free", node_name="n1"),
+        pod("ours", node_name="n1", annotations={"gangplan.io/preemptible": "false"}),
+        pod("volcano", node_name="n1", annotations={"volcano.sh/preemptable": "false"}),
+        pod(
+            "koord", node_name="n1", labels={"quota.scheduling.koordinator.sh/preemptible": "false"}
+        ),
+        # one db pod: minAvailable 1 leaves no disruption; web's budget allows one
+        pod("db", node_name="n1", labels={"app": "db"}),
+        pod("web", node_name="n1", labels={"app": "web"}),
+    )
+    preemptible = {p.name: p.preemptible for p in r.snapshot.running}
+    assert preemptible == {
+        "free": True,
+        "ours": False,
+        "volcano": False,
+        "koord": False,
+        "db": False,
+        "web": True,
+    }
+
+
+def test_running_pods_carry_their_start_and_their_gangs_minimum(tmp_path: Path) -> None:
+    lbl = {"scheduling.x-k8s.io/pod-group": "g"}
+    running = []
+    for i in range(3):
+        p = pod(f"g-{i}", node_name="n1", labels=lbl)
+        p["status"]["startTime"] = "2024-01-01T00:00:10Z"
+        running.append(p)
+    r = dump(tmp_path, node("n1"), _pg("g", 2), *running)
+    # 2024-01-01T00:00:10Z is 1,704,067,210 s after the Unix epoch
+    assert {(p.min_member, p.admitted) for p in r.snapshot.running} == {(2, 1_704_067_210.0)}
+    rg = r.snapshot.preemption_rules.gangs["default/g"]
+    assert (rg.size, rg.min_member, rg.elastic) == (3, 2, True)
