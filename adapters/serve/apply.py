@@ -20,8 +20,10 @@ Taking a gang back (:meth:`Applier.take_back`): mode bind evicts the pods it bou
 Eviction API: PodDisruptionBudgets apply; a 429 leaves the pod for the next cycle) and
 clears the annotations of those it only annotated; mode gate deletes the pods it ungated
 (UID precondition), so their controller recreates them — gated again, by the pod template
-or the webhook. Preemption (a later step) will evict its victims through the same
-:meth:`Applier.evict`.
+or the webhook. Preemption: a plan's ``evictions`` (``Plan.evictions``, made with
+preemption on) are not applied by the loop yet; they are to go through the same
+:meth:`Applier.evict`, a gang's victims together, the preemptor's capacity held in the ledger
+until they are gone, and a 429 stopping that gang's preemption for the cycle.
 
 ``dry_run``: nothing is sent; :attr:`Applier.requests` collects what would be, as
 Kubernetes bodies.
