@@ -43,13 +43,41 @@ __all__ = ["bench"]
     help="CP-SAT search workers",
 )
 @click.option("--no-progress", is_flag=True, help="no progress bar")
-def bench(suite: str, out: Path, data: Path | None, workers: int, no_progress: bool) -> None:
+@click.option(
+    "--preemption",
+    is_flag=True,
+    help=(
+        "run the preemption section instead (evicted GPUs per admitted high-priority GPU, "
+        "CP-SAT against the baselines' greedy preemption); writes DIR/preemption.md"
+    ),
+)
+def bench(
+    suite: str, out: Path, data: Path | None, workers: int, no_progress: bool, preemption: bool
+) -> None:
     """Run every placer on every instance of a suite; write DIR/report.md, results.csv, plots.
 
     The outputs are rewritten after each instance and replay run, so a long run leaves a
     partial report. Exit 1 if any plan fails the verifier or a placer raises; unmet targets
     are reported, not errors.
     """
+    if preemption:
+        from gangplan.adapters.bench.preemption import render_rows, run_section
+        from gangplan.adapters.files import write_text_atomically
+
+        out.mkdir(parents=True, exist_ok=True)
+        rows = run_section(suite, workers)
+        text = "# Preemption\n\n" + render_rows(rows)
+        write_text_atomically(out / "preemption.md", text)
+        click.echo(text, nl=False)
+        click.echo(f"wrote {out / 'preemption.md'}")
+        bad = [
+            f"{r.instance} cpsat: {r.first_violation}"
+            for r in rows
+            if r.placer == "cpsat" and not r.valid
+        ]
+        if bad:
+            raise UserError(bad)
+        return
     from gangplan.adapters.bench.report import write_outputs
     from gangplan.adapters.bench.suites import SUITES, evaluate_targets, run_suite
 
