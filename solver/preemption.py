@@ -8,15 +8,16 @@ gangs it may evict, lowest priority first, then the most recently admitted (Kueu
 candidate order; Volcano's ``preempt`` also takes the lowest priority first) — and evicts
 them one at a time, whole (an elastic gang: its pods above ``min_member``), until the gang
 fits; it is then placed by the ``greedy`` baseline's rule (binpack). If it never fits,
-nothing of the round is evicted (Volcano commits the evictions only for a job that becomes
-ready). With ``reprieve`` (Kueue), the victims of a round are then offered back one by one,
+nothing of the round is evicted (as Volcano does since github.com/volcano-sh/volcano pull
+request #5011: the statement is discarded unless the preemptor is assigned). With ``reprieve`` (Kueue), the victims of a round are then offered back one by one,
 the last evicted first, and every one that fits beside what is placed stays.
 
 Its faults are kept on purpose, as the schedulers have them: candidates are chosen one gang
 at a time, in a fixed order, without asking whether a victim's room is the room the gang
-will use, so a round can evict a gang that frees nothing the preemptor takes (Volcano
-issues #5984, #2627); without a reprieve such a plan breaks the rule "no eviction for
-nothing" and the cycle does not use it as its incumbent.
+will use, so a round can evict a gang that frees nothing the preemptor takes (Volcano evicting
+10 pods where 1 was needed: github.com/volcano-sh/volcano issue #5984); without a reprieve
+such a plan breaks the rule "no eviction for nothing" and the cycle does not use it as its
+incumbent.
 """
 
 from __future__ import annotations

@@ -310,7 +310,7 @@ def test_cpsat_evicts_only_the_victim_that_makes_room() -> None:
 
 def test_volcano_like_greedy_preemption_evicts_for_nothing() -> None:
     # greedy (Volcano: no reprieve) evicts v0 first, h still does not fit, then v5: both go,
-    # and the plan breaks "no eviction for nothing" — the fault of Volcano issue #5984
+    # and the plan breaks "no eviction for nothing" (github.com/volcano-sh/volcano #5984)
     s = trap()
     base = run_baseline(s, "greedy")
     assert sorted(e.pod for e in base.plan.evictions) == ["v0", "v5"]
