@@ -9,8 +9,9 @@ candidate order; Volcano's ``preempt`` also takes the lowest priority first) —
 them one at a time, whole (an elastic gang: its pods above ``min_member``), until the gang
 fits; it is then placed by the ``greedy`` baseline's rule (binpack). If it never fits,
 nothing of the round is evicted (as Volcano does since github.com/volcano-sh/volcano pull
-request #5011: the statement is discarded unless the preemptor is assigned). With ``reprieve`` (Kueue), the victims of a round are then offered back one by one,
-the last evicted first, and every one that fits beside what is placed stays.
+request #5011: the statement is discarded unless the preemptor is assigned). With
+``reprieve`` (Kueue), the victims of a round are then offered back one by one, the last
+evicted first, and every one that fits beside what is placed stays.
 
 Its faults are kept on purpose, as the schedulers have them: candidates are chosen one gang
 at a time, in a fixed order, without asking whether a victim's room is the room the gang
