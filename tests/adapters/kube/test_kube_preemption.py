@@ -142,3 +142,67 @@ def test_running_pods_carry_their_start_and_their_gangs_minimum(tmp_path: Path) 
     assert {(p.min_member, p.admitted) for p in r.snapshot.running} == {(2, 1_704_067_210.0)}
     rg = r.snapshot.preemption_rules.gangs["default/g"]
     assert (rg.size, rg.min_member, rg.elastic) == (3, 2, True)
+
+
+def test_the_documented_script_evicts_nominates_waits_then_binds(tmp_path: Path) -> None:
+    """docs/kubernetes.md's script on a preemption stream (instances/cases/11: l-0 goes, h
+    takes n1 and n2): the Eviction posted first, the nominations patched on the status
+    subresource, then h's annotation patches and Bindings, waiting for l-0 to be gone
+    before the first Binding."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from test_apply_doc import FAKE_KUBECTL, _script
+
+    from gangplan.adapters.files import load_snapshot
+    from gangplan.adapters.kube.bindings import (
+        bindings_document,
+        dump_bindings,
+        eviction_documents,
+    )
+    from gangplan.solver.cycle import solve_cycle
+    from gangplan.solver.result import SolverConfig
+
+    case = Path(__file__).resolve().parents[3] / "instances" / "cases" / "11-preempt-idle-node.yaml"
+    s, _ = load_snapshot(case)
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=5.0)
+    plan = solve_cycle(s, config=cfg).plan
+    stream = tmp_path / "bind.yaml"
+    stream.write_text(dump_bindings(eviction_documents(plan) + bindings_document(s, plan)))
+    (tmp_path / "apply-bindings.py").write_text(_script())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    log = tmp_path / "calls.jsonl"
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "KUBECTL_LOG": str(log),
+    }
+    script = tmp_path / "apply-bindings.py"
+    subprocess.run([sys.executable, str(script), str(stream)], env=env, check=True)
+    calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
+    assert calls[0] == [
+        "create",
+        "--raw",
+        "/api/v1/namespaces/default/pods/l-0/eviction",
+        "-f",
+        "-",
+    ]
+    assert [c[:3] for c in calls[1:3]] == [
+        ["patch", "pod", "h-worker-0"],
+        ["patch", "pod", "h-worker-1"],
+    ]
+    assert all("--subresource" in c and "status" in c for c in calls[1:3])
+    # h-worker-0's device annotation, then the wait for l-0, then the Bindings
+    assert calls[3][:3] == ["patch", "pod", "h-worker-0"]
+    assert calls[4] == ["wait", "--for=delete", "pod/l-0", "-n", "default", "--timeout=10m"]
+    assert [c[:2] for c in calls[5:]] == [
+        ["create", "--raw"],
+        ["patch", "pod"],
+        ["create", "--raw"],
+    ]
