@@ -62,12 +62,12 @@ def bench(
     """
     if preemption:
         from gangplan.adapters.bench.preemption import render_rows, run_section
-        from gangplan.adapters.files import write_text_atomically
+        from gangplan.adapters.files import write_output
 
         out.mkdir(parents=True, exist_ok=True)
         rows = run_section(suite, workers)
         text = "# Preemption\n\n" + render_rows(rows)
-        write_text_atomically(out / "preemption.md", text)
+        write_output(out / "preemption.md", text)
         click.echo(text, nl=False)
         click.echo(f"wrote {out / 'preemption.md'}")
         bad = [
