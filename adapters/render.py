@@ -164,5 +164,9 @@ def render_plan(snapshot: Snapshot, plan: Plan, console: Console) -> None:
                 f"tiers not proven optimal: {', '.join(open_tiers) or 'none'}; "
                 f"{s.wall_time_s:.2f} s"
             )
+        if s.parts:
+            console.print(
+                "time by part: " + ", ".join(f"{k} {v:.2f} s" for k, v in s.parts.items())
+            )
         for note in s.notes:
             console.print(f"note: {note}")

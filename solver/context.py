@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gangplan.models import Snapshot
+from gangplan.solver.budget import WorkMeter
 from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.solver.fragmentation import Workload
 from gangplan.solver.state import ClusterState
@@ -36,6 +37,8 @@ class CycleContext:
     workload: Workload
     node_names: tuple[str, ...]
     node_index: dict[str, int]
+    meter: WorkMeter = field(default_factory=WorkMeter, compare=False)
+    """work units counted by every state of this context (the deterministic budget's clock)"""
     _template: ClusterState | None = field(default=None, init=False, repr=False, compare=False)
     """the state built from the snapshot, once, on the first :meth:`state` call"""
 
@@ -64,5 +67,5 @@ class CycleContext:
         (``empty``: allocatable, as if no pod ran). A copy of one state built from the
         snapshot once per cycle (:meth:`ClusterState.copy`)."""
         if self._template is None:
-            self._template = ClusterState(self.snapshot, self.topo)
+            self._template = ClusterState(self.snapshot, self.topo, meter=self.meter)
         return self._template.copy(empty=empty)

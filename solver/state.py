@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gangplan.models import GPU_MILLI, Gang, Node, PodPlacement, Role, Snapshot
+from gangplan.solver.budget import WorkMeter
 from gangplan.topology import Topology
 
 __all__ = ["ClusterState", "DeviceChoice", "NodeState", "static_ok"]
@@ -86,9 +87,18 @@ def _static_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...
 class ClusterState:
     """Free capacity of every node, updated pod by pod (``place`` / ``remove``)."""
 
-    def __init__(self, snapshot: Snapshot, topology: Topology, *, empty: bool = False):
-        """``empty``: start from allocatable, as if no pod ran (for "never fits" reasons)."""
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        topology: Topology,
+        *,
+        empty: bool = False,
+        meter: WorkMeter | None = None,
+    ):
+        """``empty``: start from allocatable, as if no pod ran (for "never fits" reasons);
+        ``meter``: where node evaluations are counted (work units of the cycle's budget)."""
         self.snapshot = snapshot
+        self.meter = meter if meter is not None else WorkMeter()
         self.topo = topology
         self.gpu = snapshot.gpu
         self.nic = snapshot.nic
@@ -135,6 +145,7 @@ class ClusterState:
         a cycle derives it once for all its placers."""
         new = ClusterState.__new__(ClusterState)
         new.snapshot, new.topo, new.gpu, new.nic = self.snapshot, self.topo, self.gpu, self.nic
+        new.meter = self.meter
         alloc = self.snapshot.node_by_name
         new.nodes = {
             name: NodeState(
@@ -297,6 +308,7 @@ class ClusterState:
 
         Cached per node until the node changes (``place`` / ``remove``)."""
         cap = limit if limit is not None else role.count
+        self.meter.units += 1
         key = (node, self._shape_key(gang, role), cap)
         hit = self._cap_cache.get(key)
         version = self._version.get(node, 0)
@@ -313,6 +325,9 @@ class ClusterState:
         cache = self._cap_cache
         versions = self._version
         out = []
+        if not isinstance(nodes, (list, tuple)):
+            nodes = list(nodes)
+        self.meter.units += len(nodes)
         for node in nodes:
             key = (node, shape, limit)
             hit = cache.get(key)
@@ -336,6 +351,9 @@ class ClusterState:
         cache = self._cap_cache
         versions = self._version
         out = []
+        if not isinstance(nodes, (list, tuple)):
+            nodes = list(nodes)
+        self.meter.units += len(nodes)
         for node in nodes:
             hit = cache.get((node, shape, 1))
             version = versions.get(node, 0)
@@ -421,6 +439,7 @@ class ClusterState:
         model and allocatable (binpack; FGD's workload accepts models), free amounts, the
         multiset of free milli-GPU per device, and free whole GPUs and NICs per joint group
         (up to a relabelling of devices)."""
+        self.meter.units += 1
         st = self.nodes[node]
         groups = tuple(
             tuple(
