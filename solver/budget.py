@@ -41,6 +41,7 @@ inside a C++ call such as ``CpSolver.solve``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import threading
 import time
@@ -54,6 +55,7 @@ __all__ = [
     "Budget",
     "SearchStop",
     "WorkMeter",
+    "gc_paused",
     "interruptible",
 ]
 
@@ -216,3 +218,21 @@ def interruptible(stop: SearchStop) -> Iterator[SearchStop]:
         yield stop
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the duration (a cycle), then restore it.
+
+    A cycle allocates many small objects (pods, heap entries) next to a snapshot of millions
+    of objects; each full collection walks them all, which cost a third of a baseline's time
+    at 5,000 nodes. Reference counting still frees what the cycle drops; what forms cycles
+    waits for the next collection after the cycle. Nested use keeps the outer state.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -39,6 +39,9 @@ class CycleContext:
     node_index: dict[str, int]
     meter: WorkMeter = field(default_factory=WorkMeter, compare=False)
     """work units counted by every state of this context (the deterministic budget's clock)"""
+    indexed: bool = True
+    """placers answer from node classes (:mod:`gangplan.solver.ranking`); False: by scanning
+    every node, the reference the tests compare with"""
     _template: ClusterState | None = field(default=None, init=False, repr=False, compare=False)
     """the state built from the snapshot, once, on the first :meth:`state` call"""
 
@@ -49,9 +52,10 @@ class CycleContext:
         *,
         workload: Workload | None = None,
         topology: Topology | None = None,
+        indexed: bool = True,
     ) -> CycleContext:
         """The context of ``snapshot`` (its topology built unless given; ``workload``: FGD's
-        target, default :meth:`Workload.of_snapshot`)."""
+        target, default :meth:`Workload.of_snapshot`; ``indexed``: see the attribute)."""
         names = tuple(n.name for n in snapshot.nodes)
         return cls(
             snapshot=snapshot,
@@ -60,6 +64,7 @@ class CycleContext:
             workload=workload if workload is not None else Workload.of_snapshot(snapshot),
             node_names=names,
             node_index={n: i for i, n in enumerate(names)},
+            indexed=indexed,
         )
 
     def state(self, *, empty: bool = False) -> ClusterState:
@@ -67,5 +72,7 @@ class CycleContext:
         (``empty``: allocatable, as if no pod ran). A copy of one state built from the
         snapshot once per cycle (:meth:`ClusterState.copy`)."""
         if self._template is None:
-            self._template = ClusterState(self.snapshot, self.topo, meter=self.meter)
+            self._template = ClusterState(
+                self.snapshot, self.topo, meter=self.meter, indexed=self.indexed
+            )
         return self._template.copy(empty=empty)
