@@ -9,6 +9,7 @@ every cache a placer or the model fills lives in the context or in a state it ha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gangplan.models import Snapshot
 from gangplan.solver.budget import WorkMeter
@@ -39,6 +40,8 @@ class CycleContext:
     node_index: dict[str, int]
     meter: WorkMeter = field(default_factory=WorkMeter, compare=False)
     """work units counted by every state of this context (the deterministic budget's clock)"""
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """what placers derive from the snapshot and topology alone, once per cycle (by name)"""
     indexed: bool = True
     """placers answer from node classes (:mod:`gangplan.solver.ranking`); False: by scanning
     every node, the reference the tests compare with"""

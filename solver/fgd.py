@@ -113,6 +113,7 @@ class _GangPlacer:
         topo = self.ctx.topo
         state = self.state
         ranked: list[tuple[float, int, frozenset[str]]] = []
+        holds = may_hold(state, gang) if whole_gang else None
         if level == NODE_LEVEL:
             ranking = fgd_ranking(self.scorer, gang, role)
             member = state.candidate_set(gang, role)
@@ -120,14 +121,14 @@ class _GangPlacer:
                 if (
                     node in member
                     and (within is None or node in within)
-                    and (not whole_gang or may_hold(state, gang, topo.domain_of(node, level)))
+                    and (holds is None or holds(topo.domain_of(node, level)))
                 ):
                     v = ranking.value_of(node)
                     if v is not None:
                         ranked.append((v, i, frozenset([node])))
         else:
             for i, dom in enumerate(topo.domains_at(level)):
-                if whole_gang and not may_hold(state, gang, dom):
+                if holds is not None and not holds(dom):
                     continue
                 g = topo.nodes_in(dom)
                 if within is not None:

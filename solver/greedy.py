@@ -145,10 +145,11 @@ def greedy(ctx: CycleContext) -> list[PodPlacement]:
             if level == NODE_LEVEL:
                 # one node: try nodes fullest first (skipping those that cannot hold it)
                 pods = None
+                holds = may_hold(state, gang)
                 for node in sorted(
                     ctx.snapshot.node_by_name, key=lambda n: (-state.gpu_used_fraction(n), n)
                 ):
-                    if not may_hold(state, gang, ctx.topo.domain_of(node, NODE_LEVEL)):
+                    if not holds(ctx.topo.domain_of(node, NODE_LEVEL)):
                         continue
                     pods = _place_gang_greedy(ctx, state, order, gang, frozenset([node]))
                     if pods:
@@ -159,10 +160,12 @@ def greedy(ctx: CycleContext) -> list[PodPlacement]:
             pods = None
             # fullest first: the mean share of GPU milli taken over the domain's nodes
             full = domain_fullness(state, level)
-            domains = sorted(ctx.topo.domains_at(level), key=lambda d: (-full.key(d), d))
+            holds = may_hold(state, gang)
+            # the domains that could not hold it are left out: it would fail there
+            domains = sorted(
+                (d for d in ctx.topo.domains_at(level) if holds(d)), key=lambda d: (-full.key(d), d)
+            )
             for dom in domains:
-                if not may_hold(state, gang, dom):
-                    continue  # it could not be placed there: the same outcome, sooner
                 pods = _place_gang_greedy(ctx, state, order, gang, ctx.topo.nodes_in(dom))
                 if pods:
                     break

@@ -26,6 +26,7 @@ instead: the reference the tests compare the placers' plans with.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Hashable
@@ -139,11 +140,17 @@ class DomainCounts:
         self._gang, self._role, self.limit = gang, role, limit
         self.candidates = state.candidates(gang, role)
         self._joint = state.joint_pairs(gang, role)
-        self.levels = state.topo.levels
+        self._domains = _node_domains(state)
         self._memo: dict[Hashable, int] = {}
         self.per_node: dict[str, int] = {}
-        self.per_domain: dict[Domain, int] = {}
+        self.per_domain: dict[str, dict[str, int]] = {}
+        """level -> domain name -> pods that fit there"""
         self.total = 0
+        self._ordered: dict[str, list[tuple[int, str]]] = {}
+        """level -> its domains as (pods that fit, name), in order; built on first use"""
+        self._buckets: dict[int, list[str]] | None = None
+        """pods that fit -> a heap of the names of nodes that hold that many (stale entries
+        are dropped when they come up); built on first use"""
         self._mark = state.mark
         self._fill()
 
@@ -158,16 +165,16 @@ class DomainCounts:
         return hit
 
     def _fill(self) -> None:
-        topo = self.state.topo
         self.per_node = {n: self._cap(n) for n in self.candidates}
-        self.per_domain = {}
+        self.per_domain = {lv: {} for lv in self.state.topo.levels}
         for n, c in self.per_node.items():
             if c:
-                for lv in self.levels:
-                    d = topo.domain_of(n, lv)
-                    if d is not None:
-                        self.per_domain[d] = self.per_domain.get(d, 0) + c
+                for lv, name in self._domains[n]:
+                    level = self.per_domain[lv]
+                    level[name] = level.get(name, 0) + c
         self.total = sum(self.per_node.values())
+        self._ordered = {}
+        self._buckets = None
         self.state.meter.add(len(self.candidates))
 
     def sync(self) -> DomainCounts:
@@ -178,7 +185,6 @@ class DomainCounts:
         if not state.indexed:
             self._fill()
             return self
-        topo = state.topo
         for n in changed:
             old = self.per_node.get(n)
             if old is None:
@@ -188,11 +194,53 @@ class DomainCounts:
                 continue
             self.per_node[n] = new
             self.total += new - old
-            for lv in self.levels:
-                d = topo.domain_of(n, lv)
-                if d is not None:
-                    self.per_domain[d] = self.per_domain.get(d, 0) + new - old
+            if self._buckets is not None:
+                heapq.heappush(self._buckets.setdefault(new, []), n)
+            for lv, name in self._domains[n]:
+                level = self.per_domain[lv]
+                was = level.get(name, 0)
+                level[name] = was + new - old
+                ordered = self._ordered.get(lv)
+                if ordered is not None:
+                    ordered.pop(bisect.bisect_left(ordered, (was, name)))
+                    bisect.insort(ordered, (was + new - old, name))
         return self
+
+    def holding(self, level: str, need: int) -> list[str]:
+        """The names of the domains of ``level`` where at least ``need`` pods fit, fewest
+        first, then by name (BestFit's order), at the cost of a bisection."""
+        ordered = self._ordered.get(level)
+        if ordered is None:
+            counts = self.per_domain.get(level, {})
+            ordered = self._ordered[level] = sorted(
+                (counts.get(d.name, 0), d.name) for d in self.state.topo.domains_at(level)
+            )
+        return [name for _c, name in ordered[bisect.bisect_left(ordered, (need, "")) :]]
+
+    def best_node(self, need: int) -> str | None:
+        """The node that holds at least ``need`` pods and the fewest such, then the smallest
+        name (BestFit for one node); None if none holds ``need``. By buckets of pods that
+        fit, so at the cost of ``limit``, not of the nodes."""
+        if need < 1:
+            raise ValueError("need must be at least 1")
+        per_node = self.per_node
+        if not self.state.indexed:
+            fit = [(c, n) for n, c in per_node.items() if c >= need]
+            return min(fit)[1] if fit else None
+        if self._buckets is None:
+            buckets: dict[int, list[str]] = {}
+            for n, c in per_node.items():
+                buckets.setdefault(c, []).append(n)
+            for heap in buckets.values():
+                heapq.heapify(heap)
+            self._buckets = buckets
+        for room in range(need, self.limit + 1):
+            heap = self._buckets.get(room)
+            while heap and per_node[heap[0]] != room:
+                heapq.heappop(heap)
+            if heap:
+                return heap[0]
+        return None
 
     def of(self, domain: Domain | None) -> int:
         """Pods that fit inside ``domain`` (None: the whole cluster; a ``node`` domain: its
@@ -201,7 +249,19 @@ class DomainCounts:
             return self.total
         if domain.level == NODE_LEVEL:
             return self.per_node.get(domain.path[-1], 0)
-        return self.per_domain.get(domain, 0)
+        return self.per_domain.get(domain.level, {}).get(domain.name, 0)
+
+
+def _node_domains(state: ClusterState) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each node's (level, domain name) at every level it has a domain at (once per cycle)."""
+    table: dict[str, tuple[tuple[str, str], ...]] | None = state.shared.get("node-domains")
+    if table is None:
+        topo = state.topo
+        table = state.shared["node-domains"] = {
+            n: tuple((lv, d.name) for lv in topo.levels if (d := topo.domain_of(n, lv)) is not None)
+            for n in state.position
+        }
+    return table
 
 
 def _shape(state: ClusterState, gang: Gang, role: Role) -> tuple[object, ...]:
@@ -355,22 +415,30 @@ class FailedPods:
             self._failed.add(key)
 
 
-def may_hold(state: ClusterState, gang: Gang, domain: Domain | None) -> bool:
-    """A necessary condition for placing ``gang`` inside ``domain`` (None: the cluster):
-    each role's pods that fit there alone reach the role's minimum, and together the gang's
-    minimum. Pods of other roles only take room, so where this fails no placer can place
-    the gang; placers skip such domains without changing a choice. Roles whose room is
-    found by trial placement are not counted against (their count is not monotone). Always
-    True in reference mode (every domain is tried)."""
+def may_hold(state: ClusterState, gang: Gang) -> Callable[[Domain | None], bool]:
+    """A necessary condition for placing ``gang`` inside a domain (None: the cluster), as a
+    function of the domain: each role's pods that fit there alone reach the role's minimum,
+    and together the gang's minimum. Pods of other roles only take room, so where it fails
+    no placer can place the gang; placers skip such domains without changing a choice. Roles
+    whose room is found by trial placement are not counted against (their count is not
+    monotone). Always True in reference mode (every domain is tried)."""
     if not state.indexed:
-        return True
-    total = 0
-    for role in gang.roles:
-        if not state.exact_room(gang, role):
-            total += role.count
-            continue
-        fit = min(role.count, domain_counts(state, gang, role, role.count).of(domain))
-        if fit < gang.role_min(role):
-            return False
-        total += fit
-    return total >= gang.min_size
+        return lambda _domain: True
+    counted = [
+        (role.count, gang.role_min(role), domain_counts(state, gang, role, role.count))
+        for role in gang.roles
+        if state.exact_room(gang, role)
+    ]
+    rest = sum(role.count for role in gang.roles if not state.exact_room(gang, role))
+    need = gang.min_size
+
+    def holds(domain: Domain | None) -> bool:
+        total = rest
+        for count, least, counts in counted:
+            fit = min(count, counts.of(domain))
+            if fit < least:
+                return False
+            total += fit
+        return total >= need
+
+    return holds

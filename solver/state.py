@@ -8,6 +8,7 @@ which recomputes everything from the snapshot on its own.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,6 +150,8 @@ class ClusterState:
         self._cands_of: dict[tuple[int, int], tuple[Gang, Role, tuple[str, ...]]] = {}
         self._shared: dict[object, Any] = {}
         """what copies share once it is built (node kinds, signatures of unchanged nodes)"""
+        self.shared = self._shared
+        """the same, for :mod:`gangplan.solver.ranking`'s static tables"""
         self._origin: object = "empty" if empty else "free"
         """what the free amounts were copied from while no node changed (see :meth:`copy`)"""
         self._within: dict[tuple[int, frozenset[str]], tuple[str, ...]] = {}
@@ -206,7 +209,7 @@ class ClusterState:
         }
         new._static = self._static
         new._cands_of = self._cands_of
-        new._shared = self._shared
+        new._shared = new.shared = self._shared
         # a copy of an unchanged state (or an empty one) starts as its source did: the
         # signatures of its unchanged nodes are the source's
         new._origin = "empty" if empty else (self._origin if not self._log else object())
@@ -690,9 +693,7 @@ class ClusterState:
                 if not members:
                     del groups[old]
                 sig_of[n] = new
-                target = groups.setdefault(new, [])
-                target.append(n)
-                target.sort(key=pos.__getitem__)
+                bisect.insort(groups.setdefault(new, []), n, key=pos.__getitem__)
         return sorted(entry[2].values(), key=lambda m: entry[1][m[0]])
 
     def _take(self, node: str, role: Role, choice: DeviceChoice, *, log: bool = True) -> None:

@@ -30,7 +30,7 @@ from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
 from gangplan.solver.one_pod import ROOM_LIMIT, topology_fit_node
 from gangplan.solver.queue_order import QueueOrder, pod_names
-from gangplan.solver.ranking import DomainCounts, FailedPods, domain_counts, node_ranking
+from gangplan.solver.ranking import DomainCounts, FailedPods, domain_counts
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL
 
@@ -58,11 +58,7 @@ def _descend(
     if level == NODE_LEVEL:
         children = [(n, frozenset([n])) for n in domain_nodes]
     else:
-        children = []
-        for d in ctx.topo.domains_at(level):
-            members = ctx.topo.nodes_in(d) & domain_nodes
-            if members:
-                children.append((d.name, members))
+        children = _children(ctx, level, domain_nodes)
     cap = {name: sum(caps.get(n, 0) for n in members) for name, members in children}
     children = [c for c in children if cap[c[0]] > 0]
     children.sort(key=lambda c: (-cap[c[0]], c[0]))
@@ -90,6 +86,25 @@ def _descend(
             out.extend(_descend(ctx, caps, members, level_index + 1, take))
         remaining -= take
     return out
+
+
+def _children(
+    ctx: CycleContext, level: str, domain_nodes: frozenset[str]
+) -> list[tuple[str, frozenset[str]]]:
+    """The domains of ``level`` that meet ``domain_nodes``, each with the nodes they share:
+    computed once per domain of the cycle (the topology does not change), from the nodes'
+    own domains, not from every domain of the level."""
+    cache: dict[tuple[str, frozenset[str]], list[tuple[str, frozenset[str]]]]
+    cache = ctx.derived.setdefault("topology-fit.children", {})
+    key = (level, domain_nodes)
+    hit = cache.get(key)
+    if hit is None:
+        met = {ctx.topo.domain_of(n, level) for n in domain_nodes} - {None}
+        hit = cache[key] = [
+            (d.name, ctx.topo.nodes_in(d) & domain_nodes)
+            for d in sorted(met)  # type: ignore[type-var]
+        ]
+    return hit
 
 
 # --------------------------------------------------------------------------- partial admission
@@ -228,6 +243,13 @@ class _Gang:
         if level == NODE_LEVEL:
             yield from self._holding_nodes(caps, counts)
             return
+        if len(caps) == 1:
+            # one role: the domains that hold its count, in BestFit's order, by bisection
+            ((name, counted),) = caps.items()
+            by_name = {d.name: d for d in topo.domains_at(level)}
+            for dname in counted.holding(level, counts[name]):
+                yield topo.nodes_in(by_name[dname])
+            return
         holding = []
         for d in topo.domains_at(level):
             dcap = {r: caps[r].of(d) for r in caps}
@@ -240,30 +262,17 @@ class _Gang:
     def _holding_nodes(
         self, caps: dict[str, DomainCounts], counts: dict[str, int]
     ) -> Iterator[frozenset[str]]:
-        gang, state = self.gang, self.state
-        if len(gang.roles) == 1:
-            # one role: the node with the least room that holds its count comes from a
-            # ranking; placing its count there cannot fail (the room was counted by the same
+        tried = None
+        if len(caps) == 1:
+            # one role: the node with the least room that holds its count, by buckets of
+            # room; placing its count there cannot fail (the room was counted by the same
             # device rules), but should it, the full order below follows
-            role = gang.roles[0]
-            need = counts[role.name]
-            limit = caps[role.name].limit
-            if need >= 1:
-
-                def value(node: str) -> int | None:
-                    room = state.pod_capacity(gang, role, node, limit)
-                    return room if room >= need else None
-
-                rule = ("topology-fit.node", need, limit)
-                best = node_ranking(state, rule, gang, role, value, by_name=True).best()
-                if best is None:
+            ((name, counted),) = caps.items()
+            if counts[name] >= 1:
+                tried = counted.best_node(counts[name])
+                if tried is None:
                     return
-                yield frozenset([best])
-                tried = best
-            else:
-                tried = None
-        else:
-            tried = None
+                yield frozenset([tried])
         holding = []
         for n in self.ctx.node_names:
             dcap = {r: caps[r].per_node.get(n, 0) for r in caps}
