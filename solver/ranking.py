@@ -231,8 +231,8 @@ class DomainCounts:
             buckets: dict[int, list[str]] = {}
             for n, c in per_node.items():
                 buckets.setdefault(c, []).append(n)
-            for heap in buckets.values():
-                heapq.heapify(heap)
+            for names in buckets.values():
+                heapq.heapify(names)
             self._buckets = buckets
         for room in range(need, self.limit + 1):
             heap = self._buckets.get(room)

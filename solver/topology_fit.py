@@ -99,11 +99,8 @@ def _children(
     key = (level, domain_nodes)
     hit = cache.get(key)
     if hit is None:
-        met = {ctx.topo.domain_of(n, level) for n in domain_nodes} - {None}
-        hit = cache[key] = [
-            (d.name, ctx.topo.nodes_in(d) & domain_nodes)
-            for d in sorted(met)  # type: ignore[type-var]
-        ]
+        met = {d for n in domain_nodes if (d := ctx.topo.domain_of(n, level)) is not None}
+        hit = cache[key] = [(d.name, ctx.topo.nodes_in(d) & domain_nodes) for d in sorted(met)]
     return hit
 
 
