@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gangplan.models import Gang, Queue, Snapshot
 
@@ -72,9 +73,9 @@ class FairShares:
     targets: dict[int, dict[str, QueueTarget]] = field(default_factory=dict)
     base: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def resources(self) -> tuple[str, ...]:
-        """The resources being shared (those with a positive total)."""
+        """The resources being shared (those with a positive total; computed once)."""
         return tuple(r for r, t in self.totals.items() if t > 0)
 
     def contribution(self, requests: dict[str, int]) -> dict[str, int]:

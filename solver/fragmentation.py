@@ -42,6 +42,7 @@ so identical nodes share one computation; each node's ``Δ`` per pod shape is ca
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -175,6 +176,50 @@ def shape_fragmentation(
 # --------------------------------------------------------------------------- scorer
 
 
+class _GroupedWorkload:
+    """``sum_m weight_m * F_n(m)`` (:func:`shape_fragmentation`) at the cost of the distinct
+    GPU forms of the workload, not of its shapes: shapes alike in GPU count, milli-GPU per
+    GPU and accepted models differ only in CPU, and for a node a shape either fits (it
+    counts the devices too small for it) or not (it counts every free milli-GPU); which of
+    them fit is a CPU threshold, found by bisection over their CPUs. Exactly the same
+    integer as the sum over shapes."""
+
+    def __init__(self, workload: Workload):
+        by_form: dict[tuple[int, int, tuple[str, ...]], list[tuple[int, int]]] = {}
+        self.cpu_only = 0
+        """the weight of shapes without GPUs: every free milli-GPU is fragment to them"""
+        for shape, weight in workload.shapes:
+            if shape.gpus == 0:
+                self.cpu_only += weight
+            else:
+                key = (shape.gpus, shape.gpu_milli, shape.gpu_models)
+                by_form.setdefault(key, []).append((shape.cpu_milli, weight))
+        self.forms: list[tuple[int, int, tuple[str, ...], list[int], list[int], int]] = []
+        """(gpus, milli per GPU, models, CPUs sorted, weight of the first i of them, total)"""
+        for (gpus, milli, models), shapes in by_form.items():
+            shapes.sort()
+            cum = [0]
+            for _cpu, w in shapes:
+                cum.append(cum[-1] + w)
+            self.forms.append((gpus, milli, models, [c for c, _ in shapes], cum, cum[-1]))
+
+    def fragmentation(self, model: str | None, cpu_free: int, frees: tuple[int, ...]) -> int:
+        """Weighted ``F_n(M)`` of a node with GPU ``model``, ``cpu_free`` milli-CPU and
+        ``frees`` milli-GPU per device."""
+        total = sum(frees)
+        if total == 0:
+            return 0
+        out = self.cpu_only * total
+        for gpus, milli, models, cpus, cum, weight in self.forms:
+            if (models and model not in models) or sum(1 for f in frees if f >= milli) < gpus:
+                out += weight * total
+                continue
+            fit = cum[bisect.bisect_right(cpus, cpu_free)]  # the shapes whose CPU fits
+            partial = sum(f for f in frees if f < milli)
+            out += fit * partial + (weight - fit) * total
+        return out
+
+
 def _sigmoid_score(delta: float) -> int:
     """The simulator's FGD node score, ``int(100 * sigmoid(-Δ / 1000))`` (Δ in milli-GPU)."""
     x = -delta / 1000.0
@@ -202,6 +247,7 @@ class FgdScorer:
         self._model = {n.name: n.gpu_model for n in snapshot.nodes}
         self._total = max(1, workload.total)
         self._memo: dict[tuple[object, ...], int] = {}
+        self._grouped = _GroupedWorkload(workload)
         """weighted F_n(M) by node state (model, free CPU, sorted free milli-GPU)"""
         self._now: dict[str, tuple[int, int]] = {}
         self._deltas: dict[
@@ -214,10 +260,7 @@ class FgdScorer:
         key = (model, cpu_free, frees)
         hit = self._memo.get(key)
         if hit is None:
-            hit = sum(
-                w * shape_fragmentation(frees, cpu_free, model, s) for s, w in self.workload.shapes
-            )
-            self._memo[key] = hit
+            hit = self._memo[key] = self._grouped.fragmentation(model, cpu_free, frees)
         return hit
 
     def fragmentation(self, node: str) -> int:

@@ -8,7 +8,7 @@ first (Volcano orders jobs by priority before queue share within a session).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from gangplan.models import Gang, Role
 from gangplan.solver.context import CycleContext
@@ -30,14 +30,27 @@ class QueueOrder:
                 for r, v in pod.requests.items():
                     self.usage[pod.queue][r] += v
         self.added: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        self.pending: dict[str, list[Gang]] = defaultdict(list)
+        by_queue: dict[str, list[Gang]] = defaultdict(list)
         for g in gangs if gangs is not None else ctx.snapshot.gangs:
-            self.pending[g.queue].append(g)
-        for q in self.pending.values():
-            q.sort(key=lambda g: (-g.priority, g.creation_time, g.name))
+            by_queue[g.queue].append(g)
+        self.pending: dict[str, deque[Gang]] = {
+            q: deque(sorted(gs, key=lambda g: (-g.priority, g.creation_time, g.name)))
+            for q, gs in by_queue.items()
+        }
+        self._contribution: dict[int, tuple[Role, dict[str, int]]] = {}
+        """each role's share per pod (:meth:`FairShares.contribution`), by the role's id"""
+        self._shares: dict[str, tuple[int, float, str]] = {}
+        """each queue's :meth:`share`, until its usage changes"""
 
     def share(self, queue: str) -> tuple[int, float, str]:
         """The sort key of a queue: (weight 0 last, dominant share / weight, name)."""
+        hit = self._shares.get(queue)
+        if hit is not None:
+            return hit
+        hit = self._shares[queue] = self._share(queue)
+        return hit
+
+    def _share(self, queue: str) -> tuple[int, float, str]:
         q = self.ctx.snapshot.queue_by_name[queue]
         dom = self.ctx.shares.dominant(queue, self.added[queue])
         if q.weight_milli == 0:
@@ -55,7 +68,7 @@ class QueueOrder:
         # priority before queue share within a session), then the lowest share
         top = max(self.pending[q][0].priority for q in live)
         q = min((q for q in live if self.pending[q][0].priority == top), key=self.share)
-        return self.pending[q].pop(0)
+        return self.pending[q].popleft()
 
     def headroom_ok(self, gang: Gang, role: Role, pods: int = 1) -> bool:
         """Would ``pods`` more pods of ``role`` keep the queue within its max?"""
@@ -78,8 +91,12 @@ class QueueOrder:
         """Count one pod of ``role`` placed (``sign`` -1: taken back) in its queue's usage."""
         for r, v in role.requests.items():
             self.usage[gang.queue][r] += sign * v
-        for r, v in self.ctx.shares.contribution(role.requests).items():
+        hit = self._contribution.get(id(role))
+        if hit is None or hit[0] is not role:
+            hit = self._contribution[id(role)] = (role, self.ctx.shares.contribution(role.requests))
+        for r, v in hit[1].items():
             self.added[gang.queue][r] += sign * v
+        self._shares.pop(gang.queue, None)
 
 
 def pod_names(gang: Gang) -> dict[str, list[str]]:

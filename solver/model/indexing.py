@@ -196,18 +196,13 @@ def build_index(
         return shapes[key]
 
     def caps(gang: Gang, role: Role, limit: int) -> dict[int, int]:
-        key = (
-            _shape_key(s, gang, role),
-            state.candidates(gang, role),
-            limit,
-        )
+        cands = state.candidates(gang, role)
+        # the candidate tuple by identity (the state keeps it alive): hashing 5,000 names
+        # for every gang cost more than the capacities
+        key = (_shape_key(s, gang, role), id(cands), limit)
         if key not in cap_cache:
-            out = {}
-            for n in state.candidates(gang, role):
-                c = state.pod_capacity(gang, role, n, limit)
-                if c > 0:
-                    out[nidx[n]] = c
-            cap_cache[key] = out
+            rooms = state.capacities(gang, role, cands, limit)
+            cap_cache[key] = {nidx[n]: c for n, c in zip(cands, rooms, strict=True) if c > 0}
         return cap_cache[key]
 
     items: list[Item] = []
@@ -222,7 +217,7 @@ def build_index(
                 gang.priority,
                 gang.preemption_policy,
                 _shape_key(s, gang, role),
-                state.candidates(gang, role),
+                id(state.candidates(gang, role)),  # by identity: see caps()
             )
             singles[key].append(gang)
             continue
