@@ -93,18 +93,34 @@ class Constraints:
     # ------------------------------------------------------------------ capacity
 
     def _block_link(self) -> None:
-        """Aggregated mode: per leaf block and shape, the pods its items put in the block
-        equal the pods of that shape on the block's nodes."""
-        if self.ix.exact:
+        """Aggregated mode: per block and shape, the pods its items put in the block equal
+        the pods of that shape on the block's nodes; items counted per node (a required
+        node level) count toward the block of each node and fit that node's pods:
+        ``Σ_{i of s} x[i,b] + Σ_{n∈b} y[s,n] = Σ_{n∈b} z[s,n]`` and ``y[s,n] ≤ z[s,n]``,
+        ``y[s,n]`` being the pods those items put on node n. Inside a block every item may
+        use every node (``indexing``), so any pod of shape s may take any of these places."""
+        ix = self.ix
+        if ix.exact:
             return
         per: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+        on_node: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
         for (i, b), var in self.v.all_x():
-            per[(self.ix.items[i].shape, b)].append(var)
+            item = ix.items[i]
+            if item.node_level:
+                n = ix.blocks[b].nodes[0]
+                on_node[(item.shape, n)].append(var)
+                per[(item.shape, ix.block_of_node[n])].append(var)
+            else:
+                per[(item.shape, b)].append(var)
         zs: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+        z_of: dict[tuple[int, int], cp_model.IntVar] = {}
         for (s, n), var in self.v.node_counts():
-            zs[(s, self.ix.block_of_node[n])].append(var)
-        for key in set(per) | set(zs):
+            zs[(s, ix.block_of_node[n])].append(var)
+            z_of[(s, n)] = var
+        for key in sorted(set(per) | set(zs)):
             self.m.add(sum(per.get(key, [])) == sum(zs.get(key, [])))
+        for key, ys in sorted(on_node.items()):
+            self.m.add(sum(ys) <= z_of[key])
 
     def _node_capacity(self) -> None:
         """Per node and resource other than GPUs and NICs: requests placed ≤ free."""
@@ -284,11 +300,11 @@ class Constraints:
         ix, v = self.ix, self.v
         for g in ix.groups:
             level = g.gang.topology.required if g.gang.topology else None
-            if g.multi and level is not None and level in ix.levels:
+            if g.multi and level is not None and level in v.uses_levels(("g", g.id)):
                 self.m.add(sum(v.uses_at(("g", g.id), level)) <= 1)
             for i in g.items:
                 tc = ix.items[i].role.topology
-                if tc is not None and tc.required is not None and tc.required in ix.levels:
+                if tc is not None and tc.required is not None:
                     doms = v.uses_at(("i", i), tc.required)
                     if doms:
                         self.m.add(sum(doms) <= 1)

@@ -54,6 +54,7 @@ from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI, PodPlacement
 from gangplan.solver.model.indexing import Index
+from gangplan.topology import NODE_LEVEL
 
 __all__ = ["KINDS", "Kind", "Solution", "Variables"]
 
@@ -172,7 +173,7 @@ class Variables:
         for item in ix.items:
             per_block: dict[int, int] = {}
             for n in item.candidates:
-                b = ix.block_of_node[n]
+                b = ix.block_of(item.id, n)
                 per_block[b] = per_block.get(b, 0) + item.cap[n]
             for b, cap in sorted(per_block.items()):
                 self._int(
@@ -344,16 +345,25 @@ class Variables:
         ix = self.ix
         kind, oid = owner
         if kind == "g":
-            return ix.levels if ix.groups[oid].multi else ()
+            group = ix.groups[oid]
+            if not group.multi:
+                return ()
+            if not ix.exact and all(ix.items[i].node_level for i in group.items):
+                # a gang that requires the node level is counted per node (Item.node_level)
+                return (*ix.levels, NODE_LEVEL)
+            return ix.levels
         item = ix.items[oid]
         tc = item.role.topology
         wanted = [x for x in (tc.required, tc.preferred) if x] if tc else []
         if not wanted or item.count <= 1 or not ix.groups[item.group].multi:
             return ()
-        lows = [ix.levels.index(y) for y in ix.levels if y in wanted]
+        levels = ix.levels
+        if not ix.exact and item.node_level:
+            levels = (*levels, NODE_LEVEL)
+        lows = [levels.index(y) for y in levels if y in wanted]
         if not lows:
             return ()
-        return ix.levels[: max(lows) + 1]
+        return levels[: max(lows) + 1]
 
     def _owner_items(self, owner: Owner) -> list[int]:
         kind, oid = owner
@@ -507,7 +517,7 @@ class _HintRules:
             if i is None or n is None:
                 continue
             item = ix.items[i]
-            self.x[(i, ix.block_of_node[n])] += 1
+            self.x[(i, ix.block_of(i, n))] += 1
             self.z[(item.shape, n)] += 1
             if ix.groups[item.group].multi:
                 self.admitted.add(item.group)
