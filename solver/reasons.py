@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from gangplan.models import GPU_MILLI, Gang, PendingReason, PodPlacement, Role, Snapshot
 from gangplan.models.quantity import format_quantity
 from gangplan.solver.context import CycleContext
+from gangplan.solver.queue_order import pod_charge, running_charge
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL
 
@@ -222,18 +223,20 @@ def _role_level_cap(
     return min(n_r, best)
 
 
-def _min_demand(gang: Gang) -> dict[str, int]:
-    """The least a gang can ask per resource when admitted at its minimum size."""
+def _min_charge(snapshot: Snapshot, gang: Gang) -> dict[str, int]:
+    """The least a gang counts against its queue's max per resource when admitted at its
+    minimum size (:func:`~gangplan.solver.queue_order.pod_charge` per pod)."""
     demand: dict[str, int] = defaultdict(int)
     extra = gang.min_size - sum(gang.role_min(r) for r in gang.roles)
+    charge = {r.name: pod_charge(snapshot, gang, r) for r in gang.roles}
     for r in gang.roles:
-        for res, v in r.requests.items():
+        for res, v in charge[r.name].items():
             demand[res] += gang.role_min(r) * v
     if extra > 0:
         spare = sorted(gang.roles, key=lambda r: sum(r.requests.values()))
         for r in spare:
             take = min(extra, r.count - gang.role_min(r))
-            for res, v in r.requests.items():
+            for res, v in charge[r.name].items():
                 demand[res] += take * v
             extra -= take
     return dict(demand)
@@ -263,7 +266,7 @@ def explain_pending(
     running_use: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in s.running:
         if pod.queue is not None:
-            running_use[pod.queue].update(pod.requests)
+            running_use[pod.queue].update(running_charge(s, pod))
     deadline = time.monotonic() + budget_s
 
     def checked_fit(gang: Gang, empty: bool) -> _Fit:
@@ -283,7 +286,7 @@ def explain_pending(
     after = _after_plan(ctx, placed)
     for gang in pending:
         queue = s.queue_by_name[gang.queue]
-        demand = _min_demand(gang)
+        demand = _min_charge(s, gang)
         reason = None
         for res, cap in sorted(queue.max.items()):
             if demand.get(res, 0) > cap:
@@ -300,7 +303,8 @@ def explain_pending(
         if reason is None:
             for res, cap in sorted(queue.max.items()):
                 used = running_use[queue.name].get(res, 0)
-                if used + demand.get(res, 0) > cap:
+                # only the resources it asks bind it (solver/queue_order.py)
+                if demand.get(res, 0) > 0 and used + demand[res] > cap:
                     reason = PendingReason(
                         kind="blocked",
                         message=f"queue {queue.name} would exceed its max of "
@@ -339,15 +343,15 @@ def _after_plan(ctx: CycleContext, placed: list[PodPlacement]) -> _AfterPlan:
     use: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in s.running:
         if pod.queue is not None:
-            use[pod.queue].update(pod.requests)
+            use[pod.queue].update(running_charge(s, pod))
     taken = 0
     keys: set[str] = set()
     on_node: dict[str, set[str]] = defaultdict(set)
     for p in placed:
         g = gangs[p.gang_key]
-        req = g.role(p.role).requests
-        use[g.queue].update(req)
-        taken += req.get(s.gpu, 0)
+        role = g.role(p.role)
+        use[g.queue].update(pod_charge(s, g, role))
+        taken += role.requests.get(s.gpu, 0)
         keys.add(g.key)
         on_node[p.node].add(g.key)
     admitted = sorted((gangs[k] for k in keys), key=lambda g: (-g.priority, g.name))
@@ -360,9 +364,9 @@ def _lost(ctx: CycleContext, gang: Gang, after: _AfterPlan, free: _Capacity) -> 
     queue = s.queue_by_name[gang.queue]
     if queue.max:
         use = after.queue_use.get(queue.name, Counter())
-        demand = _min_demand(gang)
+        demand = _min_charge(s, gang)
         for res, cap in sorted(queue.max.items()):
-            if use.get(res, 0) + demand.get(res, 0) > cap:
+            if demand.get(res, 0) > 0 and use.get(res, 0) + demand[res] > cap:
                 return PendingReason(
                     kind="lost",
                     message=f"needs {what}; queue {queue.name} would exceed its max of "

@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 from gangplan.models import GPU_MILLI
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Owner, Variables
+from gangplan.solver.queue_order import pod_charge, running_charge
 
 __all__ = ["Constraints"]
 
@@ -312,12 +313,17 @@ class Constraints:
     # ------------------------------------------------------------------ queues
 
     def _queue_max(self) -> None:
-        """A queue's running usage plus what the cycle admits stays within its max."""
+        """A queue's running usage plus what the cycle admits stays within its max, in the
+        resources the admitted pods ask (:mod:`gangplan.solver.queue_order`: a pod asking
+        none of ``r`` is not held to ``max[r]``; a model-specific GPU resource counts the
+        GPUs of the pods it maps to):
+        ``Σ_{i of q, c_i[r] > 0} c_i[r]·placed(i) ≤ max[q,r] − running[q,r]``, and where the
+        right side is negative, ``placed(i) = 0`` for those items."""
         s = self.ix.snapshot
         running: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for pod in () if self.ix.empty else s.running:
             if pod.queue is not None:
-                for r, val in pod.requests.items():
+                for r, val in running_charge(s, pod).items():
                     running[pod.queue][r] += val
         by_queue: dict[str, list[int]] = defaultdict(list)
         for item in self.ix.items:
@@ -326,16 +332,17 @@ class Constraints:
             if not q.max or q.name not in by_queue:
                 continue
             ids = by_queue[q.name]
+            charge = {i: pod_charge(s, self.ix.items[i].gang, self.ix.items[i].role) for i in ids}
             for r, cap in sorted(q.max.items()):
                 left = cap - running[q.name].get(r, 0)
-                coeffs = [(self.ix.shapes[self.ix.items[i].shape].req(r), i) for i in ids]
+                coeffs = [(charge[i].get(r, 0), i) for i in ids]
                 coeffs = [(c, i) for c, i in coeffs if c > 0]
-                if left < 0:
-                    # already over its max: nothing more may be admitted for this queue
-                    for i in ids:
-                        self.m.add(self.v.placed(i) == 0)
-                    continue
                 if not coeffs:
+                    continue
+                if left < 0:
+                    # already over its max: no pod asking this resource may be admitted
+                    for _c, i in coeffs:
+                        self.m.add(self.v.placed(i) == 0)
                     continue
                 unit = _gcd([c for c, _ in coeffs])
                 self.m.add(sum((c // unit) * self.v.placed(i) for c, i in coeffs) <= left // unit)

@@ -4,8 +4,9 @@ The model never has a variable per pod. It counts:
 
 * **items** — identical pods that the score cannot tell apart: the pods of one role of a
   multi-pod gang; or all the single-pod gangs that share queue, priority, requests, joint
-  policy and candidate nodes (one item, counted 0..number of such gangs; which of them are
-  admitted is decided afterwards by creation time, which changes no score entry);
+  policy, candidate nodes and what they count against a queue's max (one item, counted
+  0..number of such gangs; which of them are admitted is decided afterwards by creation
+  time, which changes no score entry);
 * **shapes** — items with the same per-pod requests and joint policy compete for the same
   node capacity, so node capacity is written once per shape, not per item;
 * **blocks** — where items are counted: single nodes (exact mode) or, in aggregated mode
@@ -239,6 +240,8 @@ def build_index(
                 gang.priority,
                 _shape_key(s, gang, role),
                 state.candidates(gang, role),
+                # what a pod counts against a max on a model-specific GPU resource
+                gang.gpu_models if s.resources.gpu_model_resources else (),
             )
             singles[key].append(gang)
             continue
