@@ -60,6 +60,7 @@ from gangplan.models.snapshot import (
     Taint,
     Toleration,
     TopologyConstraint,
+    WorkloadShape,
 )
 
 __all__ = [
@@ -104,6 +105,7 @@ __all__ = [
     "TierReport",
     "Toleration",
     "TopologyConstraint",
+    "WorkloadShape",
     "format_quantity",
     "gang_key",
     "instance_from_snapshot",

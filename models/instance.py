@@ -54,6 +54,7 @@ from gangplan.models.snapshot import (
     RunningPod,
     Snapshot,
     Taint,
+    WorkloadShape,
 )
 
 __all__ = [
@@ -142,6 +143,7 @@ class InstanceFile(Frozen):
     queues: tuple[Queue, ...] = ()
     gangs: tuple[Gang, ...] = ()
     running: tuple[RunningEntry, ...] = ()
+    workload: tuple[WorkloadShape, ...] = ()
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -169,6 +171,7 @@ class InstanceFile(Frozen):
             "queues": [q.model_dump() for q in self.queues],
             "gangs": [g.model_dump() for g in self.gangs],
             "running": running,
+            "workload": [w.model_dump() for w in self.workload],
             "metadata": self.metadata,
         }
         try:

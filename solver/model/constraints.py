@@ -35,7 +35,7 @@ class Constraints:
         "gang_all_or_nothing",  # placed(g) ∈ {0} ∪ [min_member, size], per role too
         "block_link",  # Σ_{i of shape s} x[i,b] = Σ_{n∈b} z[s,n]   (aggregated mode)
         "node_capacity",  # Σ_s req[s,r]·z[s,n] ≤ free[n,r]  for cpu, memory, ...
-        "gpu_devices",  # whole GPUs from fully free devices; shares per device
+        "gpu_devices",  # whole GPUs from fully free devices (Σ whole[d] = GPUs taken); shares
         "joint_gpu_nic",  # per PCIe switch / NUMA node: GPUs given = NICs given
         "nics",  # Σ_s nics[s]·z[s,n] ≤ free NICs of n
         "domain_uses",  # x[i,b] > 0 ⇒ uses[g,L,D(b)]; uses[child] ⇒ uses[parent]
@@ -180,9 +180,11 @@ class Constraints:
                     self.m.add(sum(c * t for c, t in terms) <= free // unit)
             for sh, e in shares:
                 self.m.add(sum(per_shape.get(sh, [])) == e)
-            if whole_terms:
-                given = [w for w in (v.whole(n, d) for d in wfree) if w is not None]
-                self.m.add(sum(given) >= sum(c * e for c, e in whole_terms))
+            # exactly the devices whole GPUs take are marked: the free milli of every device
+            # after the plan is then known (FGD's measure reads it, objective.py)
+            given = [w for w in (v.whole(n, d) for d in wfree) if w is not None]
+            if given or whole_terms:
+                self.m.add(sum(given) == sum(c * e for c, e in whole_terms))
 
     def _joint_gpu_nic(self) -> None:
         """Joint allocation (Koordinator SamePCIe / SameNUMA): a pod asking GPUs and NICs

@@ -22,8 +22,9 @@ plan the solution becomes. Where an idea comes from:
 * throughput: milli-GPUs then pods admitted, per priority class (Volcano/Kueue priority);
 * locality: domains used per level, required/preferred levels — Kueue TAS (KEP-2724),
   Volcano network-topology-aware scheduling (HyperNode tiers);
-* fragmentation: partly used GPU nodes and leaves — after FGD (Weng et al., ATC'23), which
-  scores placements by the GPU fragmentation they cause;
+* fragmentation: FGD's expected fragmentation (Weng et al., "Beware of Fragmentation",
+  USENIX ATC '23, §3-§4) — per node, the free milli-GPU the workload's pod shapes cannot
+  use, weighted by popularity — then partly used GPU nodes and leaves;
 * stability: pods kept where the previous plan put them.
 """
 
@@ -36,7 +37,9 @@ from math import gcd
 from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI
+from gangplan.models.quantity import CPU
 from gangplan.solver.fairness import FairShares
+from gangplan.solver.fragmentation import Workload, shape_fragmentation
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Variables
 from gangplan.solver.score import score_names
@@ -67,6 +70,7 @@ def build_terms(
     terms: dict[str, ObjectiveTerm] = {}
     _fairness_and_throughput(model, ix, v, shares, terms)
     _locality(model, ix, v, terms)
+    _expected_fragmentation(model, ix, v, terms)
     _fragmentation(model, ix, v, terms)
     _stability(model, ix, v, terms, previous_pods)
     out = []
@@ -187,6 +191,230 @@ def _locality(
             modelled=modelled,
             upper=0,
         )
+
+
+@dataclass
+class _Affine:
+    """``const + Σ coef·var``, with bounds from the variables' domains."""
+
+    model: cp_model.CpModel
+    const: int
+    terms: list[tuple[int, cp_model.IntVar]]
+
+    def _range(self) -> tuple[int, int]:
+        lo = hi = self.const
+        for c, var in self.terms:
+            dom = self.model.proto.variables[var.index].domain
+            # (this repeated field does not take negative indices: dom[-1] reads 0)
+            a, b = c * dom[0], c * dom[len(dom) - 1]
+            lo, hi = lo + min(a, b), hi + max(a, b)
+        return lo, hi
+
+    @property
+    def lo(self) -> int:
+        return self._range()[0]
+
+    @property
+    def hi(self) -> int:
+        return self._range()[1]
+
+    def expr(self) -> cp_model.LinearExprT:
+        if not self.terms:
+            return self.const
+        coefs = [c for c, _ in self.terms]
+        return cp_model.LinearExpr.weighted_sum([v for _, v in self.terms], coefs) + self.const
+
+    def plus(self, other: _Affine, k: int = 1) -> _Affine:
+        return _Affine(
+            self.model,
+            self.const + k * other.const,
+            self.terms + [(k * c, var) for c, var in other.terms],
+        )
+
+
+Fits = bool | cp_model.IntVar
+"""A condition after the plan: known (True / False) or a model boolean."""
+
+
+class _NodeFragmentation:
+    """``Σ_m w_m F_n(m)`` of one node the cycle can touch, as an affine expression over the
+    model's variables (:func:`_expected_fragmentation`)."""
+
+    def __init__(self, model: cp_model.CpModel, ix: Index, v: Variables, n: int):
+        self.m, self.ix, self.v, self.n = model, ix, v, n
+        state = ix.state
+        assert state is not None
+        self.st = state.nodes[ix.node_names[n]]
+        on = v.shapes_on(n)
+        shapes = ix.shapes
+        cpu_terms = [(-shapes[sh].req(CPU), e) for sh, e in on if shapes[sh].req(CPU)]
+        self.cpu = _Affine(model, self.st.resources.get(CPU, 0), cpu_terms)
+        self.devices: list[tuple[str, _Affine]] | None = None
+        if v.has_whole(n):
+            self.devices = []
+            for d in self.st.gpu_order:
+                terms: list[tuple[int, cp_model.IntVar]] = []
+                for sh, _e in on:
+                    var = v.share(sh, n, d) if shapes[sh].share else None
+                    if var is not None:
+                        terms.append((-shapes[sh].share, var))
+                w = v.whole(n, d)
+                if w is not None:
+                    terms.append((-GPU_MILLI, w))
+                self.devices.append((d, _Affine(model, self.st.gpu_milli[d], terms)))
+            self.total = _Affine(model, 0, [])
+            for _d, a in self.devices:
+                self.total = self.total.plus(a)
+        else:
+            # no shares here: whole GPUs come from fully free devices, which are alike
+            self.taken = _Affine(
+                model, 0, [(shapes[sh].whole, e) for sh, e in on if shapes[sh].whole]
+            )
+            self.full = sum(1 for f in self.st.gpu_milli.values() if f == GPU_MILLI)
+            self.total = _Affine(model, sum(self.st.gpu_milli.values()), []).plus(
+                self.taken, -GPU_MILLI
+            )
+        self._at: dict[int, tuple[_Affine, _Affine]] = {}
+        self._ok: dict[tuple[object, ...], Fits] = {}
+
+    def _threshold(self, a: _Affine, at_least: int, what: tuple[object, ...]) -> Fits:
+        """``a ≥ at_least`` after the plan: known, or a ``frag_ok`` boolean reified."""
+        if what in self._ok:
+            return self._ok[what]
+        lo, hi = a._range()
+        got: Fits
+        if at_least <= 0 or lo >= at_least:  # what the plan leaves is never negative
+            got = True
+        elif hi < at_least:
+            got = False
+        else:
+            got = self.v.frag_ok(self.n, what)
+            self.m.add(a.expr() >= at_least).only_enforce_if(got)
+            self.m.add(a.expr() <= at_least - 1).only_enforce_if(got.Not())
+        self._ok[what] = got
+        return got
+
+    def at(self, g: int) -> tuple[_Affine, _Affine]:
+        """(devices with ≥ g milli free, their free milli in all) after the plan."""
+        hit = self._at.get(g)
+        if hit is not None:
+            return hit
+        m, v, n = self.m, self.v, self.n
+        count = _Affine(m, 0, [])
+        amount = _Affine(m, 0, [])
+        if self.devices is None:
+            partial = [f for f in self.st.gpu_milli.values() if g <= f < GPU_MILLI]
+            fulls = _Affine(m, self.full, []).plus(self.taken, -1)
+            count = _Affine(m, len(partial), []).plus(fulls)
+            amount = _Affine(m, sum(partial), []).plus(fulls, GPU_MILLI)
+        else:
+            for d, f in self.devices:
+                lo, hi = f._range()
+                if lo >= g:
+                    count.const += 1
+                    amount = amount.plus(f)
+                elif hi >= g:
+                    ge = v.frag_ge(n, d, g)
+                    m.add(f.expr() >= g).only_enforce_if(ge)
+                    m.add(f.expr() <= g - 1).only_enforce_if(ge.Not())
+                    part = v.frag_part(n, d, g)
+                    m.add(part == f.expr()).only_enforce_if(ge)
+                    m.add(part == 0).only_enforce_if(ge.Not())
+                    count.terms.append((1, ge))
+                    amount.terms.append((1, part))
+        self._at[g] = (count, amount)
+        return count, amount
+
+    def value(self, weights: list[tuple[tuple[int, int, int], int]], total_weight: int) -> _Affine:
+        """``Σ_m w_m F_n(m) = W·T_n − Σ_{m fits} w_m·(free milli on devices ≥ g_m)``, the
+        shapes ``(c, k, g)`` being those whose GPU models the node has."""
+        out = _Affine(self.m, 0, []).plus(self.total, total_weight)
+        for key, w in weights:
+            c, k, g = key
+            count, amount = self.at(g)
+            parts = [
+                self._threshold(self.cpu, c, ("cpu", c)),
+                self._threshold(count, k, ("gpus", k, g)),
+            ]
+            if any(p is False for p in parts):
+                continue
+            conds = [p for p in parts if not isinstance(p, bool)]
+            if not conds:
+                out = out.plus(amount, -w)
+                continue
+            if len(conds) == 1:
+                fits = conds[0]
+            else:
+                fits = self.v.frag_fits(self.n, key)
+                self.m.add_bool_and(conds).only_enforce_if(fits)
+                self.m.add_bool_or([x.Not() for x in conds]).only_enforce_if(fits.Not())
+            use = self.v.frag_use(self.n, key, max(0, amount.hi))
+            self.m.add(use == amount.expr()).only_enforce_if(fits)
+            self.m.add(use == 0).only_enforce_if(fits.Not())
+            out.terms.append((-w, use))
+        return out
+
+
+def _expected_fragmentation(
+    model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]
+) -> None:
+    """``fragmentation.expected``: minus ``Σ_n Σ_m w_m F_n(m)`` after the plan, exactly as
+    :func:`~gangplan.solver.score.expected_fragmentation` counts it (the workload of
+    ``Workload.of_snapshot``, weights reduced by their gcd).
+
+    ``F_n(m) = T_n − fits(n, m)·A_n(g_m)``, ``T_n`` the node's free milli-GPU after the plan,
+    ``A_n(g)`` the free milli of its devices with at least ``g`` free, ``fits`` "free CPU ≥
+    c_m and at least k_m such devices" (FGD's measure, ``solver/fragmentation.py``; a shape
+    whose GPU models the node lacks, or that asks no GPU, has ``F_n(m) = T_n``). Per device
+    that GPU shares may use and per distinct ``g``, ``frag_ge`` is reified from the device's
+    free milli (known from ``share`` and ``whole``), ``frag_part`` = free × ``frag_ge``;
+    on nodes without shares the fully free devices are alike and counted. ``frag_fits`` and
+    ``frag_use`` = ``A_n(g)`` × ``frag_fits`` by enforcement literals (exact, both ways,
+    bounded by the node's GPUs × 1000). Nodes no pod of the cycle may go to are a constant.
+    """
+    name = "fragmentation.expected"
+    s = ix.snapshot
+    weights = Workload.of_snapshot(s).reduced()
+    if not weights:
+        terms[name] = ObjectiveTerm(name, None, 0)
+        return
+    total_weight = sum(w for _, w in weights)
+    state = ix.state
+    assert state is not None
+    const = 0
+    var_terms: list[tuple[int, cp_model.IntVar]] = []
+    memo: dict[tuple[object, ...], int] = {}
+    for n, node_name in enumerate(ix.node_names):
+        st = state.nodes[node_name]
+        if not st.gpu_order:
+            continue
+        gpu_model = s.node_by_name[node_name].gpu_model
+        if not v.shapes_on(n):
+            key = (gpu_model, st.resources.get(CPU, 0), tuple(sorted(st.gpu_milli.values())))
+            if key not in memo:
+                memo[key] = sum(
+                    w * shape_fragmentation(key[2], key[1], gpu_model, m) for m, w in weights
+                )
+            const += memo[key]
+            continue
+        groups: dict[tuple[int, int, int], int] = defaultdict(int)
+        for m, w in weights:
+            if m.gpus and (not m.gpu_models or gpu_model in m.gpu_models):
+                groups[(m.cpu_milli, m.gpus, m.gpu_milli)] += w
+        value = _NodeFragmentation(model, ix, v, n).value(sorted(groups.items()), total_weight)
+        const += value.const
+        var_terms += value.terms
+    expr = (
+        cp_model.LinearExpr.weighted_sum([x for _, x in var_terms], [-c for c, _ in var_terms])
+        if var_terms
+        else None
+    )
+    terms[name] = ObjectiveTerm(
+        name,
+        expr,
+        -const,
+        upper=const,  # the entry is never positive: expr + const ≤ 0
+    )
 
 
 def _fragmentation(

@@ -4,7 +4,8 @@ named, hinted from a plan's pods and read back from a solution.
 =================  =====  ====================================================================
 kind               hint   meaning
 =================  =====  ====================================================================
-``x[i,b]``         pods   pods of item *i* in block *b* (node, or leaf in aggregated mode)
+``x[i,b]``         pods   pods of item *i* in block *b* (a node; in aggregated mode the nodes
+                          of one leaf with one pattern, or a node for an item counted per node)
 ``admit[g]``       pods   multi-pod gang *g* admitted (its items between their minimum and
                           full size, or all 0)
 ``z[s,n]``         pods   pods of shape *s* on node *n*, in aggregated mode (linked to ``x``
@@ -28,6 +29,14 @@ kind               hint   meaning
 ``leaf_used[l]``,  --     the same for leaf *l*
 ``leaf_full[l]``
 ``kept[i,n]``      --     pods of item *i* the previous plan had on node *n* that stay there
+``frag_ge``        --     FGD's measure: GPU *d* of node *n* has at least *g* milli-GPU free
+                          after the plan (key ``(n, d, g)``)
+``frag_part``      --     that device's free milli-GPU when ``frag_ge``, else 0
+``frag_ok``        --     a threshold of one pod shape met on node *n* after the plan: free
+                          CPU ≥ *c* (key ``(n, "cpu", c)``), or devices with ≥ *g* free ≥ *k*
+                          (key ``(n, "gpus", k, g)``)
+``frag_fits``      --     pods of shape (*c*, *k*, *g*) fit node *n* after the plan (both)
+``frag_use``       --     the free milli-GPU those pods could use there (0 unless they fit)
 =================  =====  ====================================================================
 
 *hint*: ``pods`` — a *decision* variable, whose value :meth:`Variables.hint` derives from a
@@ -93,6 +102,11 @@ KINDS: tuple[Kind, ...] = (
     Kind("leaf_used", False),
     Kind("leaf_full", False),
     Kind("kept", False),
+    Kind("frag_ge", False),
+    Kind("frag_part", False),
+    Kind("frag_ok", False),
+    Kind("frag_fits", False),
+    Kind("frag_use", False),
 )
 """Every kind, in the order the hint lists them."""
 
@@ -456,6 +470,55 @@ class Variables:
             it = self.ix.items[item]
             name = f"kept[{it.name},{self.ix.node_names[node]}]"
             var = self._int("kept", key, it.previous[node], name)
+        return var
+
+    def frag_ge(self, node: int, device: str, milli: int) -> cp_model.IntVar:
+        """``frag_ge[n, d, g]``: GPU ``device`` of ``node`` has ``milli`` or more free."""
+        key = (node, device, milli)
+        var = self._vars["frag_ge"].get(key)
+        if var is None:
+            name = f"frag_ge[{self.ix.node_names[node]}/{device},{milli}]"
+            var = self._bool("frag_ge", key, name)
+        return var
+
+    def frag_part(self, node: int, device: str, milli: int) -> cp_model.IntVar:
+        """``frag_part[n, d, g]``: 0 .. 1000, the device's free milli-GPU when ``frag_ge``."""
+        key = (node, device, milli)
+        var = self._vars["frag_part"].get(key)
+        if var is None:
+            name = f"frag_part[{self.ix.node_names[node]}/{device},{milli}]"
+            var = self._int("frag_part", key, GPU_MILLI, name)
+        return var
+
+    def frag_ok(self, node: int, what: tuple[object, ...]) -> cp_model.IntVar:
+        """``frag_ok[n, what]``: ``("cpu", c)`` free CPU ≥ c; ``("gpus", k, g)`` at least k
+        devices with ≥ g milli-GPU free (after the plan)."""
+        key = (node, *what)
+        var = self._vars["frag_ok"].get(key)
+        if var is None:
+            label = ",".join(str(w) for w in what)
+            var = self._bool("frag_ok", key, f"frag_ok[{self.ix.node_names[node]},{label}]")
+        return var
+
+    def frag_fits(self, node: int, shape: tuple[int, int, int]) -> cp_model.IntVar:
+        """``frag_fits[n, (c, k, g)]``: a pod of c milli-CPU and k GPUs of g milli fits."""
+        key = (node, shape)
+        var = self._vars["frag_fits"].get(key)
+        if var is None:
+            label = ",".join(str(x) for x in shape)
+            name = f"frag_fits[{self.ix.node_names[node]},{label}]"
+            var = self._bool("frag_fits", key, name)
+        return var
+
+    def frag_use(self, node: int, shape: tuple[int, int, int], ub: int) -> cp_model.IntVar:
+        """``frag_use[n, (c, k, g)]``: 0 .. ``ub``, the free milli-GPU of devices with ≥ g
+        free when such a pod fits, else 0."""
+        key = (node, shape)
+        var = self._vars["frag_use"].get(key)
+        if var is None:
+            label = ",".join(str(x) for x in shape)
+            name = f"frag_use[{self.ix.node_names[node]},{label}]"
+            var = self._int("frag_use", key, ub, name)
         return var
 
     # ------------------------------------------------------------------ hint and read

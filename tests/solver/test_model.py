@@ -188,15 +188,22 @@ def test_the_families_may_be_added_in_any_order(
     first would lose its constraints in some order and change it (e.g. a required level
     added before the domain 'uses' exist would have nothing to sum)."""
     reference = solve_cycle(s, config=cfg)
-    assert reference.status is CycleStatus.OPTIMAL, reference.notes
+    # in aggregated mode node locality is derived after the solve, not optimised: the cycle
+    # may return the incumbent, better there; the entries before it are compared
+    statuses = (
+        {CycleStatus.OPTIMAL} if cfg.exact_limit else {CycleStatus.OPTIMAL, CycleStatus.INCUMBENT}
+    )
+    names = reference.score.names
+    upto = len(names) if cfg.exact_limit else names.index("locality.node")
+    assert reference.status in statuses, reference.notes
     assert verify(s, reference.plan) == []
     if name == "binding":
         assert reference.score["p0.gpu_milli"] == 8000  # worked out beside BINDING
     for order in _orders():
         monkeypatch.setattr(Constraints, "FAMILIES", order)
         got = solve_cycle(s, config=cfg)
-        assert got.status is CycleStatus.OPTIMAL, (order, got.notes)
-        assert got.score == reference.score, order
+        assert got.status in statuses, (order, got.notes)
+        assert got.score.values[:upto] == reference.score.values[:upto], order
         assert verify(s, got.plan) == []
 
 
