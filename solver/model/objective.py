@@ -32,14 +32,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
 from math import gcd
+from typing import Any
 
 from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI
 from gangplan.models.quantity import CPU
 from gangplan.solver.fairness import FairShares
-from gangplan.solver.fragmentation import Workload, shape_fragmentation
+from gangplan.solver.fragmentation import PodShape, Workload, shape_fragmentation
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Variables
 from gangplan.solver.score import score_names
@@ -244,11 +246,28 @@ class _NodeFragmentation:
         self.m, self.ix, self.v, self.n = model, ix, v, n
         state = ix.state
         assert state is not None
-        self.st = state.nodes[ix.node_names[n]]
+        name = ix.node_names[n]
+        self.st = state.nodes[name]
+        self.gpu_model = ix.snapshot.node_by_name[name].gpu_model
         on = v.shapes_on(n)
         shapes = ix.shapes
         cpu_terms = [(-shapes[sh].req(CPU), e) for sh, e in on if shapes[sh].req(CPU)]
         self.cpu = _Affine(model, self.st.resources.get(CPU, 0), cpu_terms)
+        # bounds for "free CPU >= c follows from the GPU condition" (_cpu_known)
+        self.cpu_only = sum(
+            shapes[sh].req(CPU) * _Affine(model, 0, [(1, e)]).hi
+            for sh, e in on
+            if not shapes[sh].gpu_milli
+        )
+        self.cpu_per_milli = max(
+            (
+                Fraction(shapes[sh].req(CPU), shapes[sh].gpu_milli)
+                for sh, _e in on
+                if shapes[sh].gpu_milli
+            ),
+            default=Fraction(0),
+        )
+        self.free0 = sum(self.st.gpu_milli.values())
         self.devices: list[tuple[str, _Affine]] | None = None
         if v.has_whole(n):
             self.devices = []
@@ -271,9 +290,7 @@ class _NodeFragmentation:
                 model, 0, [(shapes[sh].whole, e) for sh, e in on if shapes[sh].whole]
             )
             self.full = sum(1 for f in self.st.gpu_milli.values() if f == GPU_MILLI)
-            self.total = _Affine(model, sum(self.st.gpu_milli.values()), []).plus(
-                self.taken, -GPU_MILLI
-            )
+            self.total = _Affine(model, self.free0, []).plus(self.taken, -GPU_MILLI)
         self._at: dict[int, tuple[_Affine, _Affine]] = {}
         self._ok: dict[tuple[object, ...], Fits] = {}
 
@@ -293,6 +310,21 @@ class _NodeFragmentation:
             self.m.add(a.expr() <= at_least - 1).only_enforce_if(got.Not())
         self._ok[what] = got
         return got
+
+    def _cpu_known(self, c: int, k: int, g: int) -> bool | None:
+        """Is "free CPU ≥ c" known wherever "k devices with ≥ g free" holds? True / False, or
+        None (the model must say). When k devices keep g free, the plan's GPU pods use at most
+        ``free0 − k·g`` milli-GPU, hence at most that times the largest CPU per milli-GPU of
+        the shapes that may go here, besides the CPU-only pods."""
+        top = self.cpu.const
+        if c <= 0:
+            return True
+        if c > top:
+            return False
+        if self.cpu.lo >= c:
+            return True
+        used = self.cpu_only + self.cpu_per_milli * max(0, self.free0 - k * g)
+        return True if top - used >= c else None
 
     def at(self, g: int) -> tuple[_Affine, _Affine]:
         """(devices with ≥ g milli free, their free milli in all) after the plan."""
@@ -325,34 +357,74 @@ class _NodeFragmentation:
         self._at[g] = (count, amount)
         return count, amount
 
-    def value(self, weights: list[tuple[tuple[int, int, int], int]], total_weight: int) -> _Affine:
-        """``Σ_m w_m F_n(m) = W·T_n − Σ_{m fits} w_m·(free milli on devices ≥ g_m)``, the
-        shapes ``(c, k, g)`` being those whose GPU models the node has."""
-        out = _Affine(self.m, 0, []).plus(self.total, total_weight)
-        for key, w in weights:
+    def value(self, weights: tuple[tuple[PodShape, int], ...]) -> _Affine:
+        """``Σ_m w_m F_n(m) = W·T_n − Σ_{m fits} w_m·A_n(g_m)`` (W the weights' sum), or, on
+        a node without shares where no shape's CPU is in doubt, ``Σ_j F_n(j)·[j GPUs taken]``
+        (:meth:`_by_taken`)."""
+        groups: dict[tuple[int, int, int], int] = defaultdict(int)
+        for shape, w in weights:
+            if shape.gpus and (not shape.gpu_models or self.gpu_model in shape.gpu_models):
+                groups[(shape.cpu_milli, shape.gpus, shape.gpu_milli)] += w
+        if self.devices is None and all(self._cpu_known(*key) is not None for key in groups):
+            return self._by_taken(weights)
+        out = _Affine(self.m, 0, []).plus(self.total, sum(w for _, w in weights))
+        # shapes whose condition is the same literal (or always true) and whose g is the
+        # same share one product: (fits, g) -> [weight, a key naming the variable]
+        merged: dict[tuple[object, int], list[Any]] = {}
+        for key, w in sorted(groups.items()):
             c, k, g = key
-            count, amount = self.at(g)
-            parts = [
-                self._threshold(self.cpu, c, ("cpu", c)),
-                self._threshold(count, k, ("gpus", k, g)),
-            ]
-            if any(p is False for p in parts):
+            count, _amount = self.at(g)
+            gpus = self._threshold(count, k, ("gpus", k, g))
+            known = self._cpu_known(c, k, g)
+            cpu = self._threshold(self.cpu, c, ("cpu", c)) if known is None else known
+            if gpus is False or cpu is False:
                 continue
-            conds = [p for p in parts if not isinstance(p, bool)]
-            if not conds:
-                out = out.plus(amount, -w)
-                continue
+            conds = [x for x in (gpus, cpu) if not isinstance(x, bool)]
+            fits: Fits = True
             if len(conds) == 1:
                 fits = conds[0]
-            else:
+            elif conds:
                 fits = self.v.frag_fits(self.n, key)
                 self.m.add_bool_and(conds).only_enforce_if(fits)
                 self.m.add_bool_or([x.Not() for x in conds]).only_enforce_if(fits.Not())
+            slot = (True if isinstance(fits, bool) else fits.index, g)
+            if slot in merged:
+                merged[slot][0] += w
+            else:
+                merged[slot] = [w, key, fits]
+        for (_f, g), (w, key, fits) in merged.items():
+            _count, amount = self.at(g)
+            if isinstance(fits, bool):
+                out = out.plus(amount, -w)
+                continue
             use = self.v.frag_use(self.n, key, max(0, amount.hi))
             self.m.add(use == amount.expr()).only_enforce_if(fits)
             self.m.add(use == 0).only_enforce_if(fits.Not())
             out.terms.append((-w, use))
         return out
+
+    def _by_taken(self, weights: tuple[tuple[PodShape, int], ...]) -> _Affine:
+        """A node without shares whose every shape's CPU condition is known
+        (:meth:`_cpu_known`): its measure depends only on how many fully free devices the
+        plan takes, j, so it is ``Σ_j F_n(j)·frag_taken[n, j]`` (``Σ_j frag_taken = 1``,
+        ``Σ_j j·frag_taken = taken``), ``F_n(j)`` computed as the score computes it, with
+        the node's free CPU before the plan (where a shape's CPU matters, it is known)."""
+        m = self.m
+        lo, hi = self.taken._range()
+        lo, hi = max(0, lo), min(self.full, hi)
+        partial = [f for f in self.st.gpu_milli.values() if f < GPU_MILLI]
+        cpu = self.cpu.const
+
+        def f_of(j: int) -> int:
+            frees = tuple(sorted([*partial, *([GPU_MILLI] * (self.full - j)), *([0] * j)]))
+            return sum(w * shape_fragmentation(frees, cpu, self.gpu_model, s) for s, w in weights)
+
+        if lo >= hi:
+            return _Affine(m, f_of(lo), [])
+        flags = [(j, self.v.frag_taken(self.n, j)) for j in range(lo, hi + 1)]
+        m.add_exactly_one([x for _j, x in flags])
+        m.add(sum(j * x for j, x in flags) == self.taken.expr())
+        return _Affine(m, 0, [(f_of(j), x) for j, x in flags])
 
 
 def _expected_fragmentation(
@@ -378,7 +450,6 @@ def _expected_fragmentation(
     if not weights:
         terms[name] = ObjectiveTerm(name, None, 0)
         return
-    total_weight = sum(w for _, w in weights)
     state = ix.state
     assert state is not None
     const = 0
@@ -397,11 +468,7 @@ def _expected_fragmentation(
                 )
             const += memo[key]
             continue
-        groups: dict[tuple[int, int, int], int] = defaultdict(int)
-        for m, w in weights:
-            if m.gpus and (not m.gpu_models or gpu_model in m.gpu_models):
-                groups[(m.cpu_milli, m.gpus, m.gpu_milli)] += w
-        value = _NodeFragmentation(model, ix, v, n).value(sorted(groups.items()), total_weight)
+        value = _NodeFragmentation(model, ix, v, n).value(weights)
         const += value.const
         var_terms += value.terms
     expr = (

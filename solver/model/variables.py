@@ -37,6 +37,8 @@ kind               hint   meaning
                           (key ``(n, "gpus", k, g)``)
 ``frag_fits``      --     pods of shape (*c*, *k*, *g*) fit node *n* after the plan (both)
 ``frag_use``       --     the free milli-GPU those pods could use there (0 unless they fit)
+``frag_taken``     --     node *n* (no GPU shares) has exactly *j* fully free GPUs taken by
+                          the plan (key ``(n, j)``; one of them is 1)
 =================  =====  ====================================================================
 
 *hint*: ``pods`` — a *decision* variable, whose value :meth:`Variables.hint` derives from a
@@ -107,6 +109,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("frag_ok", False),
     Kind("frag_fits", False),
     Kind("frag_use", False),
+    Kind("frag_taken", False),
 )
 """Every kind, in the order the hint lists them."""
 
@@ -519,6 +522,16 @@ class Variables:
             label = ",".join(str(x) for x in shape)
             name = f"frag_use[{self.ix.node_names[node]},{label}]"
             var = self._int("frag_use", key, ub, name)
+        return var
+
+    def frag_taken(self, node: int, taken: int) -> cp_model.IntVar:
+        """``frag_taken[n, j]``: the plan takes exactly ``taken`` fully free GPUs of
+        ``node``."""
+        key = (node, taken)
+        var = self._vars["frag_taken"].get(key)
+        if var is None:
+            name = f"frag_taken[{self.ix.node_names[node]},{taken}]"
+            var = self._bool("frag_taken", key, name)
         return var
 
     # ------------------------------------------------------------------ hint and read

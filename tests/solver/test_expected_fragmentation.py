@@ -120,7 +120,7 @@ class _Collect(cp_model.CpSolverSolutionCallback):
 
 
 @settings(
-    max_examples=25,
+    max_examples=30,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -164,10 +164,11 @@ def test_every_variable_is_the_containers_and_every_decision_is_hinted(
 def test_the_mixed_instance_exercises_every_kind() -> None:
     """So that the tests above see every kind (aggregated mode adds ``z``; exact mode the
     others: shares and whole GPUs on n2, joint groups with fewer NICs than GPUs on n0/n1, a
-    required leaf, a role's preferred leaf, fair shares and fragmentation, and with a
-    previous plan the pods kept)."""
+    required leaf, a role's preferred leaf, fair shares and fragmentation with the
+    per-device measure, and with a previous plan the pods kept; the binding instance, whose
+    nodes take no GPU shares, the measure by GPUs taken)."""
     kinds = set()
-    for _name, s, cfg in (INSTANCES[0], INSTANCES[-1]):
+    for _name, s, cfg in (INSTANCES[0], INSTANCES[1], INSTANCES[-1]):
         _model, v = _build(s, cfg, run_baseline(s, "greedy").plan)
         kinds |= {k for k, vs in v.by_kind().items() if vs}
     assert kinds == {k.name for k in KINDS}
