@@ -11,11 +11,12 @@ The model never has a variable per pod. It counts:
   node capacity, so node capacity is written once per shape, not per item;
 * **blocks** — where items are counted: single nodes (exact mode) or, in aggregated mode
   (large cycles), the nodes of one leaf domain that the same items may use: a leaf is split
-  by *pattern*, a node's pattern being the set of items whose candidates hold it, so that
-  inside a block every item may use every node or none (GPU models, selectors, affinity,
-  taints and room for its shape alike). Per-shape counts z[s, n] then say how many pods of
-  each shape go on each node, and any item of that shape may take any of them, so turning
-  counts into pods never puts a pod where its gang may not go. An item whose pods must share
+  by *pattern*, a node's pattern being which items' static candidate lists hold it (GPU
+  models, selectors, affinity, taints, layout, required domains), so that inside a block
+  every item may use every node or none; room is a matter of shape, the same for all items
+  of one shape. Per-shape counts z[s, n] then say how many pods of each shape go on each
+  node, and any item of that shape may take any of them, so turning counts into pods never
+  puts a pod where its gang may not go. An item whose pods must share
   one node (a required ``node`` level, of its gang or of its role) is counted per node even
   in aggregated mode (its blocks are single nodes), so that rule stays a constraint.
 
@@ -303,7 +304,7 @@ def build_index(
         block_of_node = list(range(len(node_names)))
         levels = topo.all_levels
     else:
-        blocks, block_of_node, node_blocks = _aggregated_blocks(ctx, items)
+        blocks, block_of_node, node_blocks = _aggregated_blocks(ctx, state, items)
         levels = topo.levels
     if config.max_pairs and total > config.max_pairs:
         # whole blocks are kept or cut, so that an item still may use all or none of a block
@@ -359,12 +360,19 @@ def _node_level(gang: Gang, role: Role) -> bool:
 
 
 def _aggregated_blocks(
-    ctx: CycleContext, items: list[Item]
+    ctx: CycleContext, state: ClusterState, items: list[Item]
 ) -> tuple[list[Block], list[int], dict[int, int]]:
     """Aggregated mode's blocks: per leaf domain (a node missing a level is a block of its
-    own), the nodes of one *pattern* — the set of items counted per block whose candidates
-    hold the node — so that inside a block each such item may use every node or none; and
-    a single-node block for each node an item counted per node may use.
+    own), the nodes of one *pattern* — which static candidate lists (readiness, taints,
+    selectors, affinity, GPU model, layout, required domains:
+    :meth:`~gangplan.solver.state.ClusterState.candidates`) of the items counted per block
+    hold the node — and a single-node block for each node an item counted per node may use.
+
+    Inside a block every item may then use every node statically, or none; room is a
+    matter of shape (the same for every item of one shape: requests and joint policy), so
+    the nodes of a block where an item's shape fits are exactly its candidates there, and
+    the per-shape node counts z[s, n] exist exactly there. Any pod of the shape may take
+    any of them.
 
     Returns the blocks, the block of each node (its leaf-and-pattern block) and, per node
     of a single-node block, that block.
@@ -373,11 +381,19 @@ def _aggregated_blocks(
     leaf = topo.leaf_level
     assert leaf is not None
     node_names = ctx.node_names
-    pattern: list[list[int]] = [[] for _ in node_names]
+    nidx = ctx.node_index
+    classes: dict[int, tuple[tuple[str, ...], int]] = {}
+    """id of a static candidate list -> (the list, kept alive; its class number)"""
     for it in items:
-        if not it.node_level:
-            for n in it.candidates:
-                pattern[n].append(it.id)
+        if it.node_level:
+            continue
+        cands = state.candidates(it.gang, it.role)
+        if id(cands) not in classes:
+            classes[id(cands)] = (cands, len(classes))
+    pattern: list[list[int]] = [[] for _ in node_names]
+    for cands, cls in sorted(classes.values(), key=lambda t: t[1]):
+        for name in cands:
+            pattern[nidx[name]].append(cls)
     by_key: dict[tuple[object, tuple[int, ...]], list[int]] = defaultdict(list)
     for i, name in enumerate(node_names):
         anc = topo.ancestors(name)
