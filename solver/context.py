@@ -28,7 +28,8 @@ class CycleContext:
     ``node_names`` are the snapshot's nodes in order and ``node_index`` maps a name to its
     position (the dense index the model uses). ``workload`` is the pod-shape distribution
     FGD measures fragmentation against (Weng et al., USENIX ATC '23): the snapshot's
-    pending pods unless the caller gives another (e.g. a trace's, in the replay).
+    declared workload, else its pending and running pods (:meth:`Workload.of_snapshot`), unless
+    the caller gives another (e.g. a trace's, in the replay).
     Build it with :meth:`of`.
     """
 

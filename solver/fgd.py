@@ -17,8 +17,10 @@ sigmoid(-Δ / 1000))`` instead of ``Δ`` (nodes whose ``Δ`` differ by less than
 milli-GPU then tie).
 
 The workload ``M`` is the cycle context's
-(:attr:`~gangplan.solver.context.CycleContext.workload`): by default the snapshot's pending
-pods, or a distribution the caller gives (the replay gives the trace's).
+(:attr:`~gangplan.solver.context.CycleContext.workload`): by default the snapshot's declared
+workload, else its pending and running pods — the workload of the score's
+``fragmentation.expected`` entry, which FGD descends one pod at a time — or a distribution the
+caller gives (the replay gives the trace's).
 
 Gangs are placed pod by pod with rollback, as ``greedy`` does (:mod:`gangplan.solver.greedy`):
 queue order from :class:`~gangplan.solver.queue_order.QueueOrder`, all or nothing

@@ -29,9 +29,11 @@ part of the shape (as in the paper and the simulator); it still decides whether 
 
     F_n(M) = sum_m p_m * F_n(m)
 
-**The workload.** By default the pending pods of the snapshot, one count per pod
-(:meth:`Workload.of_snapshot`); a replay gives the trace's distribution through the cycle's
-context (:attr:`~gangplan.solver.context.CycleContext.workload`). ``popularity`` keeps the
+**The workload.** The one the snapshot declares (``Snapshot.workload``), else its pending
+and running pods, one count per pod (:meth:`Workload.of_snapshot`); the score's
+``fragmentation.expected`` entry measures against it (:mod:`gangplan.solver.score`). A replay
+gives the FGD placer the trace's distribution through the cycle's context
+(:attr:`~gangplan.solver.context.CycleContext.workload`). ``popularity`` keeps the
 most frequent shapes until they cover that share of the pods (the simulator's
 ``podPopularityThreshold``, 95 in the paper's runs) and renormalises.
 
@@ -140,13 +142,27 @@ class Workload:
 
     @classmethod
     def of_snapshot(cls, snapshot: Snapshot, popularity: float = 1.0) -> Workload:
-        """The pending pods of ``snapshot``, one count per pod (a role of 4 counts 4)."""
+        """The workload ``snapshot`` declares (``Snapshot.workload``: shapes and weights);
+        else its pending and running pods, one count per pod (a role of 4 counts 4; a
+        running pod's shape names no GPU model)."""
         counts: Counter[PodShape] = Counter()
+        if snapshot.workload:
+            for entry in snapshot.workload:
+                counts[PodShape.of(entry.requests, snapshot.gpu, entry.gpu_models)] += entry.weight
+            return cls.from_counts(counts, popularity)
         for gang in snapshot.gangs:
             for role in gang.roles:
                 shape = PodShape.of(role.requests, snapshot.gpu, gang.gpu_models)
                 counts[shape] += role.count
+        for pod in snapshot.running:
+            counts[PodShape.of(pod.requests, snapshot.gpu)] += 1
         return cls.from_counts(counts, popularity)
+
+    def reduced(self) -> tuple[tuple[PodShape, int], ...]:
+        """The shapes with their weights divided by the weights' greatest common divisor
+        (the same popularities, in smaller integers)."""
+        unit = math.gcd(*(w for _, w in self.shapes)) if self.shapes else 1
+        return tuple((s, w // unit) for s, w in self.shapes)
 
 
 def shape_fragmentation(

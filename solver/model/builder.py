@@ -492,9 +492,20 @@ def disaggregate(
         for (i, b), c in sorted(sol.items("x")):
             assign[i] += [b] * c
     else:
+        # every item may use every node of its block (indexing), so any slot of its shape
+        # there will do; items counted per node take their own node's slots first
         left = {key: len(v) for key, v in slots.items()}
+        counted = [(i, b, c) for (i, b), c in sol.items("x") if c > 0]
+        for i, b, c in counted:
+            if ix.items[i].node_level:
+                n = ix.blocks[b].nodes[0]
+                s = ix.items[i].shape
+                if left.get((s, n), 0) < c:
+                    raise RuntimeError(f"disaggregation: no slot left for item {ix.items[i].name}")
+                assign[i] += [n] * c
+                left[(s, n)] -= c
         order = sorted(
-            ((i, b, c) for (i, b), c in sol.items("x") if c > 0),
+            (t for t in counted if not ix.items[t[0]].node_level),
             key=lambda t: (not ix.groups[ix.items[t[0]].group].multi, -t[2], t[0], t[1]),
         )
         for i, b, c in order:
