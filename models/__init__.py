@@ -67,6 +67,7 @@ from gangplan.models.snapshot import (
     Taint,
     Toleration,
     TopologyConstraint,
+    WorkloadShape,
 )
 
 __all__ = [
@@ -120,6 +121,7 @@ __all__ = [
     "TierReport",
     "Toleration",
     "TopologyConstraint",
+    "WorkloadShape",
     "format_quantity",
     "gang_key",
     "instance_from_snapshot",

@@ -66,6 +66,7 @@ def snapshot_problems(s: Snapshot) -> Iterator[Problem]:
     yield from _pod_name_problems(s)
     yield from _gpu_model_problems(s)
     yield from _running_problems(s)
+    yield from _workload_problems(s)
 
 
 def _listing(names: list[str], limit: int = 8) -> str:
@@ -344,4 +345,19 @@ def _whole_units(res: dict[str, int], path: str, fractional_ok: set[str]) -> Ite
                 f"{path}.{name}",
                 f"{format_quantity(name, amount)} is not a whole number; extended resources "
                 "are counted in whole units (only the GPU resource takes a share such as 500m)",
+            )
+
+
+def _workload_problems(s: Snapshot) -> Iterator[Problem]:
+    """A declared workload's pod shapes ask what a pod may ask: a share of one GPU or whole
+    GPUs, and extended resources in whole units."""
+    for i, entry in enumerate(s.workload):
+        path = f"workload[{i}].requests"
+        yield from _whole_units(entry.requests, path, {s.gpu})
+        g = entry.requests.get(s.gpu, 0)
+        if g > GPU_MILLI and g % GPU_MILLI:
+            yield Problem(
+                f"{path}.{s.gpu}",
+                f"{format_quantity(s.gpu, g)} GPUs: a pod asks a share of one GPU "
+                "(below 1) or whole GPUs, not both",
             )

@@ -55,6 +55,7 @@ from gangplan.models.snapshot import (
     RunningPod,
     Snapshot,
     Taint,
+    WorkloadShape,
 )
 
 __all__ = [
@@ -144,6 +145,7 @@ class InstanceFile(Frozen):
     gangs: tuple[Gang, ...] = ()
     running: tuple[RunningEntry, ...] = ()
     preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
+    workload: tuple[WorkloadShape, ...] = ()
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -172,6 +174,7 @@ class InstanceFile(Frozen):
             "gangs": [g.model_dump() for g in self.gangs],
             "running": running,
             "preemption": self.preemption.model_dump(),
+            "workload": [w.model_dump() for w in self.workload],
             "metadata": self.metadata,
         }
         try:

@@ -179,6 +179,11 @@ class PlanSummary(Frozen):
     status: str
     tiers: tuple[TierReport, ...] = ()
     wall_time_s: float = 0.0
+    parts: dict[str, float] = Field(
+        default_factory=dict,
+        description="wall seconds per part of the cycle (context, baseline.NAME, check, "
+        "model, search, plan, reasons)",
+    )
     model_size: dict[str, int] = Field(default_factory=dict)
     notes: tuple[str, ...] = ()
 

@@ -87,6 +87,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "TopologyConstraint",
+    "WorkloadShape",
 ]
 
 Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
@@ -547,6 +548,24 @@ class PreemptionSettings(Frozen):
     now: float | None = Field(None, allow_inf_nan=False)
 
 
+# --------------------------------------------------------------------------- the workload
+
+
+class WorkloadShape(Frozen):
+    """One pod shape of the workload that fragmentation is measured against (FGD's target
+    workload, Weng et al., USENIX ATC '23, §3): what a pod of this shape asks and how often
+    such pods come, relative to the other shapes (``weight``; ``p_m = weight / sum``).
+
+    ``requests`` in base units, as a role's (the measure reads CPU and the GPU resource: a
+    share of one GPU, below 1, or whole GPUs); ``gpu_models``: the GPU models such a pod
+    accepts (empty: any).
+    """
+
+    requests: ResourceList = Field(default_factory=dict)
+    gpu_models: tuple[Name, ...] = ()
+    weight: int = Field(1, ge=1, le=1_000_000)
+
+
 # --------------------------------------------------------------------------- the snapshot
 
 
@@ -596,6 +615,11 @@ class Snapshot(Frozen):
     gangs: tuple[Gang, ...] = ()
     running: tuple[RunningPod, ...] = ()
     preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
+    workload: tuple[WorkloadShape, ...] = Field(
+        default=(),
+        description="pod shapes fragmentation is measured against, with weights; empty: "
+        "the snapshot's pending and running pods",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -640,6 +664,18 @@ class Snapshot(Frozen):
                 pod = {**pod, "requests": req}
             running.append(pod)
         data["running"] = running
+        workload = []
+        for entry in data.get("workload") or ():
+            if isinstance(entry, dict) and isinstance(entry.get("requests"), dict):
+                req = dict(entry["requests"])
+                models = sorted({mapping[k] for k in req if k in mapping})
+                if models and gpu not in req and len(models) == 1:
+                    res = next(k for k in req if k in mapping)
+                    req[gpu] = req.pop(res)
+                    entry = {**entry, "requests": req, "gpu_models": models}
+            workload.append(entry)
+        if workload:
+            data["workload"] = workload
         return data
 
     @model_validator(mode="after")

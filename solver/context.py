@@ -9,8 +9,10 @@ every cache a placer or the model fills lives in the context or in a state it ha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gangplan.models import Snapshot
+from gangplan.solver.budget import WorkMeter
 from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.solver.fragmentation import Workload
 from gangplan.solver.state import ClusterState
@@ -26,7 +28,8 @@ class CycleContext:
     ``node_names`` are the snapshot's nodes in order and ``node_index`` maps a name to its
     position (the dense index the model uses). ``workload`` is the pod-shape distribution
     FGD measures fragmentation against (Weng et al., USENIX ATC '23): the snapshot's
-    pending pods unless the caller gives another (e.g. a trace's, in the replay).
+    declared workload, else its pending and running pods (:meth:`Workload.of_snapshot`), unless
+    the caller gives another (e.g. a trace's, in the replay).
     Build it with :meth:`of`.
     """
 
@@ -36,6 +39,13 @@ class CycleContext:
     workload: Workload
     node_names: tuple[str, ...]
     node_index: dict[str, int]
+    meter: WorkMeter = field(default_factory=WorkMeter, compare=False)
+    """work units counted by every state of this context (the deterministic budget's clock)"""
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """what placers derive from the snapshot and topology alone, once per cycle (by name)"""
+    indexed: bool = True
+    """placers answer from node classes (:mod:`gangplan.solver.ranking`); False: by scanning
+    every node, the reference the tests compare with"""
     _template: ClusterState | None = field(default=None, init=False, repr=False, compare=False)
     """the state built from the snapshot, once, on the first :meth:`state` call"""
 
@@ -46,9 +56,10 @@ class CycleContext:
         *,
         workload: Workload | None = None,
         topology: Topology | None = None,
+        indexed: bool = True,
     ) -> CycleContext:
         """The context of ``snapshot`` (its topology built unless given; ``workload``: FGD's
-        target, default :meth:`Workload.of_snapshot`)."""
+        target, default :meth:`Workload.of_snapshot`; ``indexed``: see the attribute)."""
         names = tuple(n.name for n in snapshot.nodes)
         return cls(
             snapshot=snapshot,
@@ -57,6 +68,7 @@ class CycleContext:
             workload=workload if workload is not None else Workload.of_snapshot(snapshot),
             node_names=names,
             node_index={n: i for i, n in enumerate(names)},
+            indexed=indexed,
         )
 
     def state(self, *, empty: bool = False) -> ClusterState:
@@ -64,5 +76,7 @@ class CycleContext:
         (``empty``: allocatable, as if no pod ran). A copy of one state built from the
         snapshot once per cycle (:meth:`ClusterState.copy`)."""
         if self._template is None:
-            self._template = ClusterState(self.snapshot, self.topo)
+            self._template = ClusterState(
+                self.snapshot, self.topo, meter=self.meter, indexed=self.indexed
+            )
         return self._template.copy(empty=empty)

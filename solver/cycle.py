@@ -1,25 +1,34 @@
-"""One scheduling cycle: baselines, incumbent, CP-SAT, plan, reasons.
+"""One scheduling cycle: baselines, incumbent, CP-SAT, plan, reasons — inside one budget.
 
 ``solve_cycle(snapshot, previous, config)`` is the single entry point used by ``gangplan
-solve``, ``replan`` and ``serve``:
+solve``, ``replan`` and ``serve``. ``config.time_limit_s`` bounds all of it
+(:mod:`gangplan.solver.budget` names the parts and says how each is counted):
 
-1. run every baseline of :data:`~gangplan.solver.baselines.BASELINES`; keep the best plan by
-   :func:`~gangplan.solver.score.score` as the incumbent;
-2. build the CP-SAT model (:mod:`gangplan.solver.model`), hint it with the incumbent, and
-   optimise the score's entries tier by tier within the time limit;
-3. turn the counts into pods and device ids; verify the plan independently; if that fails,
+1. index the snapshot (:class:`~gangplan.solver.context.CycleContext`);
+2. run the baselines of :data:`~gangplan.solver.baselines.BASELINES`, cheapest first
+   (:data:`~gangplan.solver.baselines.EXPECTED_COST`); the first always runs, so there is
+   always a verified plan; a later one whose predicted cost (the first's measured cost times
+   the ratio of expected costs) does not fit what is left is skipped, and the notes say so;
+   keep the best plan by :func:`~gangplan.solver.score.score` as the incumbent;
+3. with what is left after keeping a share for the checks and the reasons, build the CP-SAT
+   model, hint it with the incumbent, and optimise the score's entries tier by tier; Ctrl-C
+   stops the search (the best plan found so far is kept); no time left: no model;
+4. turn the counts into pods and device ids; verify the plan independently; if that fails,
    or CP-SAT's plan scores below the incumbent, return the incumbent and say so;
-4. give every pending gang a reason (:mod:`gangplan.solver.reasons`).
+5. give every pending gang a reason (:mod:`gangplan.solver.reasons`) within its share.
 
 With preemption on (``Snapshot.preemption.enabled``) each baseline is followed by the greedy
-preemption of :mod:`gangplan.solver.preemption`, and the plans carry evictions.
+preemption of :mod:`gangplan.solver.preemption` (inside the baseline's part), and the plans
+carry evictions.
 
-It never raises for "nothing fits": an empty plan with reasons is a valid answer.
+The result reports the time each part took (``CycleResult.parts``, the plan summary's
+``parts``). It never raises for "nothing fits": an empty plan with reasons is a valid answer.
 """
 
 from __future__ import annotations
 
-import time
+import dataclasses
+from dataclasses import dataclass, field
 
 from gangplan.models import (
     Eviction,
@@ -30,7 +39,8 @@ from gangplan.models import (
     Snapshot,
     TierReport,
 )
-from gangplan.solver.baselines import BASELINES
+from gangplan.solver.baselines import BASELINES, EXPECTED_COST
+from gangplan.solver.budget import Budget, SearchStop, gc_paused, interruptible
 from gangplan.solver.context import CycleContext
 from gangplan.solver.preemption import REPRIEVE, greedy_preemption
 from gangplan.solver.reasons import ExactCheck, explain_pending
@@ -42,27 +52,68 @@ __all__ = ["PLACERS", "run_baseline", "run_baseline_in", "solve_cycle", "solve_c
 
 PLACERS = ("cpsat", *BASELINES)
 
+MIN_SEARCH_S = 0.05
+"""Below this many seconds (deterministic seconds in deterministic mode) left for the model,
+CP-SAT is not started: the incumbent is returned."""
+CHECK_RESERVE = 2
+"""Checks kept in reserve after the baselines, each as long as the first baseline's: CP-SAT's
+plan, turned into pods, then verified and scored."""
+MODEL_COST = 2.5
+"""The model's build (index, variables, constraints, objective, completed hint) relative to
+the first baseline's cost on the same cycle (CPU time measured on generated fat-trees of 512
+to 5,120 nodes: 1.7 to 2.1): CP-SAT is started only when this much and :data:`MIN_SEARCH_S`
+fit what is left."""
+
+
+def _budget_of(cfg: SolverConfig) -> Budget:
+    if cfg.deterministic:
+        return Budget(cfg.deterministic_time or cfg.time_limit_s, deterministic=True)
+    return Budget(cfg.time_limit_s)
+
+
+def _check(
+    ctx: CycleContext,
+    pods: list[PodPlacement],
+    previous: Plan | None,
+    budget: Budget,
+    evictions: list[Eviction],
+) -> tuple[Score, str | None]:
+    """Score and verify ``pods`` with ``evictions`` (part ``check``); the first violation,
+    if any."""
+    with budget.part("check"):
+        plan = assemble_plan(ctx.snapshot, pods, {}, evictions=evictions)
+        sc = score(ctx.snapshot, plan, previous, topology=ctx.topo, shares=ctx.shares)
+        violations = verify(ctx.snapshot, plan, topology=ctx.topo)
+    budget.charge("check", units=len(pods) + len(ctx.node_names) + len(ctx.snapshot.gangs))
+    return sc, (str(violations[0]) if violations else None)
+
 
 def _finish(
     ctx: CycleContext,
     pods: list[PodPlacement],
+    sc: Score,
     placer: str,
     status: CycleStatus,
-    started: float,
+    budget: Budget,
     *,
-    previous: Plan | None,
     tiers: tuple[TierReport, ...] = (),
     model_size: dict[str, int] | None = None,
     notes: list[str] | None = None,
     reason_budget: float = 0.0,
     exact_check: ExactCheck | None = None,
     evictions: list[Eviction] | None = None,
-) -> tuple[Plan, Score]:
+) -> Plan:
+    """The plan of ``pods`` and ``evictions`` (scored ``sc``) with a reason for every
+    pending gang and its summary."""
     placed = {p.gang_key for p in pods}
     pending = [g for g in ctx.snapshot.gangs if g.key not in placed]
-    reasons = explain_pending(ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget)
+    before = ctx.meter.units
+    with budget.part("reasons"):
+        reasons = explain_pending(
+            ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget
+        )
+    budget.charge("reasons", units=ctx.meter.units - before + len(pending))
     plan = assemble_plan(ctx.snapshot, pods, reasons, evictions=evictions or [])
-    sc = score(ctx.snapshot, plan, previous, topology=ctx.topo, shares=ctx.shares)
     if tiers:
         # report the returned plan's own values (the model's may be looser, e.g. a spread
         # counted from an untightened 'uses' variable); keep bound, gap and status
@@ -79,30 +130,49 @@ def _finish(
         placer=placer,
         status=status.value,
         tiers=tiers,
-        wall_time_s=round(time.monotonic() - started, 4),
+        wall_time_s=round(budget.wall(), 4),
+        parts={k: round(v, 4) for k, v in budget.parts.items()},
         model_size=model_size or {},
         notes=tuple(notes or ()),
     )
-    return plan.model_copy(update={"summary": summary}), sc
+    return plan.model_copy(update={"summary": summary})
 
 
 def run_baseline(snapshot: Snapshot, name: str, previous: Plan | None = None) -> CycleResult:
     """Run one baseline placer by name (``greedy``, ``topology-fit``, ``fgd``)."""
-    return run_baseline_in(CycleContext.of(snapshot), name, previous)
+    budget = Budget(float("inf"))
+    with gc_paused():
+        with budget.part("context"):
+            ctx = CycleContext.of(snapshot)
+        return _baseline_in(ctx, name, previous, budget)
 
 
 def run_baseline_in(ctx: CycleContext, name: str, previous: Plan | None = None) -> CycleResult:
     """:func:`run_baseline` in a context the caller built (e.g. with FGD's workload set)."""
-    started = time.monotonic()
-    pods, evictions = _baseline(ctx, name)
-    plan, sc = _finish(
-        ctx, pods, name, CycleStatus.BASELINE, started, previous=previous, evictions=evictions
-    )
+    with gc_paused():
+        return _baseline_in(ctx, name, previous, Budget(float("inf")))
+
+
+def _baseline_in(
+    ctx: CycleContext, name: str, previous: Plan | None, budget: Budget
+) -> CycleResult:
+    with budget.part(f"baseline.{name}"):
+        pods, evictions = _baseline(ctx, name)
+    with budget.part("check"):
+        sc = score(
+            ctx.snapshot,
+            assemble_plan(ctx.snapshot, pods, {}, evictions=evictions),
+            previous,
+            topology=ctx.topo,
+            shares=ctx.shares,
+        )
+    plan = _finish(ctx, pods, sc, name, CycleStatus.BASELINE, budget, evictions=evictions)
     return CycleResult(
         status=CycleStatus.BASELINE,
         plan=plan,
         score=sc,
-        wall_time_s=time.monotonic() - started,
+        wall_time_s=budget.wall(),
+        parts=dict(budget.parts),
     )
 
 
@@ -117,7 +187,8 @@ def solve_cycle(
     previous: Plan | None = None,
     config: SolverConfig | None = None,
 ) -> CycleResult:
-    """Solve one cycle with CP-SAT, never worse by score than the best baseline.
+    """Solve one cycle with CP-SAT, never worse by score than the best baseline, within
+    ``config.time_limit_s`` for all of it (snapshot indexing included).
 
     Args:
         snapshot: the cycle's snapshot.
@@ -127,7 +198,16 @@ def solve_cycle(
     Returns:
         A :class:`CycleResult` whose plan passes :func:`~gangplan.solver.verify.verify`.
     """
-    return solve_cycle_in(CycleContext.of(snapshot), previous, config)
+    import gangplan.solver.model.builder  # noqa: F401  (OR-Tools loads before the clock starts)
+
+    cfg = config or SolverConfig()
+    budget = _budget_of(cfg)
+    with gc_paused():
+        with budget.part("context"):
+            ctx = CycleContext.of(snapshot)
+            ctx.state()  # the template every placer copies
+        budget.charge("context", units=len(snapshot.nodes) + len(snapshot.gangs))
+        return _solve(ctx, previous, cfg, budget)
 
 
 def solve_cycle_in(
@@ -136,93 +216,182 @@ def solve_cycle_in(
     config: SolverConfig | None = None,
 ) -> CycleResult:
     """:func:`solve_cycle` in a context the caller built (e.g. with FGD's workload set to a
-    trace's distribution, as the replay does)."""
-    from gangplan.solver.model.builder import gang_fits, solve_model
+    trace's distribution, as the replay does); the budget starts here."""
+    import gangplan.solver.model.builder  # noqa: F401  (OR-Tools loads before the clock starts)
 
     cfg = config or SolverConfig()
-    started = time.monotonic()
-    snapshot, topo = ctx.snapshot, ctx.topo
-    notes: list[str] = []
+    with gc_paused():
+        return _solve(ctx, previous, cfg, _budget_of(cfg))
 
-    baseline_scores: dict[str, Score] = {}
-    empty = assemble_plan(snapshot, [], {})
-    best: tuple[Score, str, list[PodPlacement], list[Eviction]] = (
-        score(snapshot, empty, previous, topology=topo, shares=ctx.shares),
+
+@dataclass
+class _Incumbent:
+    """The best plan of the baselines run so far (the empty plan to begin with)."""
+
+    score: Score
+    name: str
+    pods: list[PodPlacement]
+    evictions: list[Eviction] = field(default_factory=list)
+    scores: dict[str, Score] = field(default_factory=dict)
+    check_cost: float = 0.0
+    """what checking the first baseline's plan cost (the budget's clock)"""
+    first_cost: float = 0.0
+    """what the first baseline cost (the budget's clock)"""
+
+
+def _incumbent(
+    ctx: CycleContext, previous: Plan | None, cfg: SolverConfig, budget: Budget, notes: list[str]
+) -> _Incumbent:
+    """Run the baselines cheapest first within the budget (module docstring, step 2)."""
+    empty = assemble_plan(ctx.snapshot, [], {})
+    best = _Incumbent(
+        score(ctx.snapshot, empty, previous, topology=ctx.topo, shares=ctx.shares),
         "empty plan",
         [],
-        [],
     )
-    for name in BASELINES:
-        pods, evictions = _baseline(ctx, name)
-        plan = assemble_plan(snapshot, pods, {}, evictions=evictions)
-        sc = score(snapshot, plan, previous, topology=topo, shares=ctx.shares)
-        baseline_scores[name] = sc
-        if verify(snapshot, plan, topology=topo):
-            notes.append(f"baseline {name} produced an invalid plan; not used as incumbent")
-            continue
-        if best[0] < sc:
-            best = (sc, name, pods, evictions)
-    incumbent_score, incumbent_name, incumbent_pods, incumbent_evictions = best
-
-    budget = max(0.05, cfg.time_limit_s * (1 - cfg.reason_share))
-    outcome = solve_model(ctx, incumbent_pods, previous, cfg, budget, incumbent_evictions)
-    notes += outcome.notes
-    status = outcome.status
-    found: list[PodPlacement] | None = outcome.pods
-    found_evictions = outcome.evictions
-    placer_name = "cpsat"
-    if found is not None:
-        trial = assemble_plan(snapshot, found, {}, evictions=found_evictions)
-        violations = verify(snapshot, trial, topology=topo)
-        if violations:
+    rank = {name: i for i, name in enumerate(BASELINES)}
+    order = sorted(BASELINES, key=lambda n: (EXPECTED_COST.get(n, 1.0), rank[n]))
+    keep = cfg.reason_share * budget.limit
+    first_cost: float | None = None
+    best_rank = len(rank)
+    for name in order:
+        part = f"baseline.{name}"
+        if first_cost is not None:
+            ratio = EXPECTED_COST.get(name, 1.0) / EXPECTED_COST.get(order[0], 1.0)
+            predicted = first_cost * ratio
+            room = budget.left() - keep - CHECK_RESERVE * best.check_cost
+            if predicted > room:
+                notes.append(
+                    f"baseline {name} skipped: its predicted cost ({predicted:.3g} s) does not "
+                    f"fit the {max(0.0, room):.3g} s left of the budget"
+                )
+                continue
+        before = ctx.meter.units
+        with budget.part(part):
+            pods, evictions = _baseline(ctx, name)
+        budget.charge(part, units=ctx.meter.units - before)
+        spent_check = budget.spent("check")
+        sc, violation = _check(ctx, pods, previous, budget, evictions)
+        best.scores[name] = sc
+        if first_cost is None:
+            first_cost = best.first_cost = budget.spent(part)
+            best.check_cost = budget.spent("check") - spent_check
+        if violation is not None:
             notes.append(
-                "CP-SAT's solution failed the verifier "
-                f"({violations[0]}); the incumbent is returned"
+                f"baseline {name} produced an invalid plan ({violation}); not used as incumbent"
             )
-            status, found = CycleStatus.FALLBACK, None
+            continue
+        # the best score wins; ties go to the first in the registry's order
+        if best.score < sc or (best.score == sc and rank[name] < best_rank < len(rank)):
+            best.score, best.name, best.pods, best_rank = sc, name, pods, rank[name]
+            best.evictions = evictions
+    return best
+
+
+def _solve(
+    ctx: CycleContext, previous: Plan | None, cfg: SolverConfig, budget: Budget
+) -> CycleResult:
+    from gangplan.solver.model.builder import gang_fits, solve_model
+
+    notes: list[str] = []
+    inc = _incumbent(ctx, previous, cfg, budget, notes)
+    keep = cfg.reason_share * budget.limit
+    room = budget.left() - keep - CHECK_RESERVE * inc.check_cost
+    build = MODEL_COST * inc.first_cost
+    found: list[PodPlacement] | None = None
+    found_evictions: list[Eviction] = []
+    chosen = inc.score
+    status = CycleStatus.INCUMBENT
+    tiers: tuple[TierReport, ...] = ()
+    model_size: dict[str, int] = {}
+    interrupted = False
+    if room < build + MIN_SEARCH_S:
+        notes.append(
+            f"no time left for CP-SAT ({budget.elapsed():.3g} s of the {budget.limit:g} s budget "
+            f"spent before the model, {keep:.3g} s kept for the reasons; building the model "
+            f"would take about {build:.3g} s); the incumbent is returned"
+        )
+    else:
+        model_cfg = dataclasses.replace(cfg, deterministic_time=room) if cfg.deterministic else cfg
+        stop = SearchStop()
+        before = ctx.meter.units
+        if cfg.interruptible:
+            with interruptible(stop):
+                outcome = solve_model(
+                    ctx, inc.pods, previous, model_cfg, room, inc.evictions, stop=stop
+                )
         else:
-            sc = score(snapshot, trial, previous, topology=topo, shares=ctx.shares)
-            if sc < incumbent_score:
+            outcome = solve_model(
+                ctx, inc.pods, previous, model_cfg, room, inc.evictions, stop=stop
+            )
+        for part, seconds in outcome.parts.items():
+            budget.parts[part] = budget.parts.get(part, 0.0) + seconds
+        size = outcome.model_size
+        budget.charge(
+            "model",
+            units=ctx.meter.units - before + size.get("variables", 0) + size.get("constraints", 0),
+        )
+        budget.charge("search", seconds=outcome.deterministic_time)
+        notes += outcome.notes
+        status, tiers, model_size = outcome.status, outcome.tiers, size
+        interrupted = outcome.interrupted
+        if interrupted:
+            notes.append(
+                "interrupted (Ctrl-C): the search stopped early; the best verified plan found "
+                "so far is returned"
+            )
+        if outcome.pods is not None:
+            sc, violation = _check(ctx, outcome.pods, previous, budget, outcome.evictions)
+            if violation is not None:
+                notes.append(
+                    f"CP-SAT's solution failed the verifier ({violation}); the incumbent is "
+                    "returned"
+                )
+                status = CycleStatus.FALLBACK
+            elif sc < inc.score:
                 notes.append("CP-SAT's plan scores below the incumbent; the incumbent is returned")
-                status, found = CycleStatus.INCUMBENT, None
+                status = CycleStatus.INCUMBENT
+            else:
+                found, chosen, found_evictions = outcome.pods, sc, outcome.evictions
+    placer = "cpsat"
     if found is None:
-        found = incumbent_pods
-        found_evictions = incumbent_evictions
-        placer_name = f"cpsat (incumbent: {incumbent_name})"
+        found, found_evictions = inc.pods, inc.evictions
+        placer = f"cpsat (incumbent: {inc.name})"
         if status not in (CycleStatus.FALLBACK, CycleStatus.INCUMBENT):
             status = CycleStatus.INCUMBENT
-    reason_budget = max(0.0, cfg.time_limit_s - (time.monotonic() - started))
 
     def exact_check(gang: Gang, empty: bool, seconds: float) -> bool | None:
         return gang_fits(ctx, gang, empty, seconds, cfg.seed)
 
-    plan, sc = _finish(
+    plan = _finish(
         ctx,
         found,
-        placer_name,
+        chosen,
+        placer,
         status,
-        started,
-        previous=previous,
+        budget,
         # the model's bounds hold whatever plan is returned; the values are the plan's own
-        tiers=outcome.tiers
+        tiers=tiers
         if status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)
         else tuple(
-            t.model_copy(update={"status": f"{t.status}; incumbent returned"})
-            for t in outcome.tiers
+            t.model_copy(update={"status": f"{t.status}; incumbent returned"}) for t in tiers
         ),
-        model_size=outcome.model_size,
+        model_size=model_size,
         notes=notes,
-        reason_budget=min(reason_budget, cfg.time_limit_s * cfg.reason_share),
+        reason_budget=max(0.0, min(budget.left(), keep)),
         exact_check=exact_check,
         evictions=found_evictions,
     )
     return CycleResult(
         status=status,
         plan=plan,
-        score=sc,
-        incumbent_score=incumbent_score,
-        baseline_scores=baseline_scores,
-        wall_time_s=time.monotonic() - started,
-        model_size=outcome.model_size,
+        score=chosen,
+        incumbent_score=inc.score,
+        baseline_scores=inc.scores,
+        wall_time_s=budget.wall(),
+        model_size=model_size,
         notes=notes,
+        parts=dict(budget.parts),
+        work=dict(budget.work),
+        interrupted=interrupted,
     )

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gangplan.models import Gang, Queue, Snapshot
 
@@ -77,9 +78,9 @@ class FairShares:
     """what each class shares (ppm per resource): the shared amount minus running usage
     minus higher classes' demand"""
 
-    @property
+    @cached_property
     def resources(self) -> tuple[str, ...]:
-        """The resources being shared (those with a positive total)."""
+        """The resources being shared (those with a positive total; computed once)."""
         return tuple(r for r, t in self.totals.items() if t > 0)
 
     def contribution(self, requests: dict[str, int]) -> dict[str, int]:

@@ -17,8 +17,10 @@ sigmoid(-Δ / 1000))`` instead of ``Δ`` (nodes whose ``Δ`` differ by less than
 milli-GPU then tie).
 
 The workload ``M`` is the cycle context's
-(:attr:`~gangplan.solver.context.CycleContext.workload`): by default the snapshot's pending
-pods, or a distribution the caller gives (the replay gives the trace's).
+(:attr:`~gangplan.solver.context.CycleContext.workload`): by default the snapshot's declared
+workload, else its pending and running pods — the workload of the score's
+``fragmentation.expected`` entry, which FGD descends one pod at a time — or a distribution the
+caller gives (the replay gives the trace's).
 
 Gangs are placed pod by pod with rollback, as ``greedy`` does (:mod:`gangplan.solver.greedy`):
 queue order from :class:`~gangplan.solver.queue_order.QueueOrder`, all or nothing
@@ -36,9 +38,10 @@ from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
 from gangplan.solver.fragmentation import FgdScorer
 from gangplan.solver.queue_order import QueueOrder, pod_names
+from gangplan.solver.ranking import NodeRanking, may_hold, node_ranking
 from gangplan.topology import NODE_LEVEL
 
-__all__ = ["fgd", "fgd_place"]
+__all__ = ["fgd", "fgd_place", "fgd_ranking"]
 
 
 def fgd_place(
@@ -50,19 +53,35 @@ def fgd_place(
 ) -> PodPlacement | None:
     """Place one pod of ``role`` by FGD on its candidate nodes (``nodes`` narrows them);
     the state is updated. None if no node holds it."""
-    cands = scorer.state.candidates(gang, role)
+    state = scorer.state
     if nodes is not None:
-        allowed = set(nodes)
-        cands = tuple(n for n in cands if n in allowed)
-    else:
-        # one representative per class of interchangeable nodes (same Δ; the first in
-        # candidate order, as a scan of every node would choose)
-        cands = tuple(m[0] for m in scorer.state.classes(cands))
-    got = scorer.choose(gang, role, cands)
-    if got is None:
+        allowed = nodes if isinstance(nodes, frozenset) else frozenset(nodes)
+        got = scorer.choose(gang, role, state.candidates_within(gang, role, allowed))
+        if got is None:
+            return None
+        node, _delta, choice = got
+        return state.place(gang, role, node, pod, choice)
+    # the least Δ over every candidate, ties to the first in snapshot order, from a ranking
+    # that computes Δ once per class of interchangeable nodes
+    best = fgd_ranking(scorer, gang, role).best()
+    if best is None:
         return None
-    node, _delta, choice = got
-    return scorer.state.place(gang, role, node, pod, choice)
+    on_node = scorer.best_on_node(gang, role, best)
+    assert on_node is not None
+    return state.place(gang, role, best, pod, on_node[1])
+
+
+def fgd_ranking(scorer: FgdScorer, gang: Gang, role: Role) -> NodeRanking[float]:
+    """The candidates of ``role`` ranked by FGD's ``Δ`` of one more pod (then snapshot
+    order), for this scorer's workload."""
+    state = scorer.state
+
+    def value(node: str) -> float | None:
+        got = scorer.best_on_node(gang, role, node)
+        return None if got is None else scorer.rank(got[0])
+
+    # the ranking's value holds the scorer, so its id names it while the ranking lives
+    return node_ranking(state, ("fgd", id(scorer)), gang, role, value)
 
 
 # --------------------------------------------------------------------------- the placer
@@ -77,29 +96,50 @@ class _GangPlacer:
 
     def first_pod_delta(self, gang: Gang, role: Role, nodes: frozenset[str]) -> float | None:
         """The least ``Δ`` of one pod of ``role`` inside ``nodes`` (None: it fits none)."""
-        cands = [n for n in self.state.candidates(gang, role) if n in nodes]
-        got = self.scorer.choose(gang, role, cands)
-        return None if got is None else self.scorer.rank(got[1])
+        ranking = fgd_ranking(self.scorer, gang, role)
+        values = [ranking.value_of(n) for n in self.state.candidates_within(gang, role, nodes)]
+        return min((v for v in values if v is not None), default=None)
 
     def ordered_domains(
-        self, gang: Gang, role: Role, level: str, within: frozenset[str] | None
+        self,
+        gang: Gang,
+        role: Role,
+        level: str,
+        within: frozenset[str] | None,
+        whole_gang: bool = False,
     ) -> list[frozenset[str]]:
         """Domains of ``level`` (single nodes for ``node``) where one pod of ``role`` fits,
-        the least ``Δ`` first, ties in topology (snapshot) order."""
+        the least ``Δ`` first, ties in topology (snapshot) order; ``whole_gang``: only those
+        that may hold the whole gang (:func:`~gangplan.solver.ranking.may_hold`: the others
+        would fail, so leaving them out changes no choice)."""
         topo = self.ctx.topo
+        state = self.state
+        ranked: list[tuple[float, int, frozenset[str]]] = []
+        holds = may_hold(state, gang) if whole_gang else None
         if level == NODE_LEVEL:
-            groups = [frozenset([n.name]) for n in self.ctx.snapshot.nodes]
+            ranking = fgd_ranking(self.scorer, gang, role)
+            member = state.candidate_set(gang, role)
+            for i, node in enumerate(self.ctx.node_names):
+                if (
+                    node in member
+                    and (within is None or node in within)
+                    and (holds is None or holds(topo.domain_of(node, level)))
+                ):
+                    v = ranking.value_of(node)
+                    if v is not None:
+                        ranked.append((v, i, frozenset([node])))
         else:
-            groups = [topo.nodes_in(d) for d in topo.domains_at(level)]
-        if within is not None:
-            groups = [g & within for g in groups]
-        ranked = []
-        for i, g in enumerate(groups):
-            if not g:
-                continue
-            d = self.first_pod_delta(gang, role, g)
-            if d is not None:
-                ranked.append((d, i, g))
+            for i, dom in enumerate(topo.domains_at(level)):
+                if holds is not None and not holds(dom):
+                    continue
+                g = topo.nodes_in(dom)
+                if within is not None:
+                    g = g & within
+                if not g:
+                    continue
+                d = self.first_pod_delta(gang, role, g)
+                if d is not None:
+                    ranked.append((d, i, g))
         ranked.sort(key=lambda t: (t[0], t[1]))
         return [g for _, _, g in ranked]
 
@@ -167,7 +207,7 @@ class _GangPlacer:
                 pods = self.place_gang(gang, None)
             else:
                 pods = None
-                for dom in self.ordered_domains(gang, gang.roles[0], level, None):
+                for dom in self.ordered_domains(gang, gang.roles[0], level, None, True):
                     pods = self.place_gang(gang, dom)
                     if pods:
                         break

@@ -29,9 +29,11 @@ part of the shape (as in the paper and the simulator); it still decides whether 
 
     F_n(M) = sum_m p_m * F_n(m)
 
-**The workload.** By default the pending pods of the snapshot, one count per pod
-(:meth:`Workload.of_snapshot`); a replay gives the trace's distribution through the cycle's
-context (:attr:`~gangplan.solver.context.CycleContext.workload`). ``popularity`` keeps the
+**The workload.** The one the snapshot declares (``Snapshot.workload``), else its pending
+and running pods, one count per pod (:meth:`Workload.of_snapshot`); the score's
+``fragmentation.expected`` entry measures against it (:mod:`gangplan.solver.score`). A replay
+gives the FGD placer the trace's distribution through the cycle's context
+(:attr:`~gangplan.solver.context.CycleContext.workload`). ``popularity`` keeps the
 most frequent shapes until they cover that share of the pods (the simulator's
 ``podPopularityThreshold``, 95 in the paper's runs) and renormalises.
 
@@ -42,6 +44,7 @@ so identical nodes share one computation; each node's ``Δ`` per pod shape is ca
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -139,13 +142,27 @@ class Workload:
 
     @classmethod
     def of_snapshot(cls, snapshot: Snapshot, popularity: float = 1.0) -> Workload:
-        """The pending pods of ``snapshot``, one count per pod (a role of 4 counts 4)."""
+        """The workload ``snapshot`` declares (``Snapshot.workload``: shapes and weights);
+        else its pending and running pods, one count per pod (a role of 4 counts 4; a
+        running pod's shape names no GPU model)."""
         counts: Counter[PodShape] = Counter()
+        if snapshot.workload:
+            for entry in snapshot.workload:
+                counts[PodShape.of(entry.requests, snapshot.gpu, entry.gpu_models)] += entry.weight
+            return cls.from_counts(counts, popularity)
         for gang in snapshot.gangs:
             for role in gang.roles:
                 shape = PodShape.of(role.requests, snapshot.gpu, gang.gpu_models)
                 counts[shape] += role.count
+        for pod in snapshot.running:
+            counts[PodShape.of(pod.requests, snapshot.gpu)] += 1
         return cls.from_counts(counts, popularity)
+
+    def reduced(self) -> tuple[tuple[PodShape, int], ...]:
+        """The shapes with their weights divided by the weights' greatest common divisor
+        (the same popularities, in smaller integers)."""
+        unit = math.gcd(*(w for _, w in self.shapes)) if self.shapes else 1
+        return tuple((s, w // unit) for s, w in self.shapes)
 
 
 def shape_fragmentation(
@@ -175,6 +192,50 @@ def shape_fragmentation(
 # --------------------------------------------------------------------------- scorer
 
 
+class _GroupedWorkload:
+    """``sum_m weight_m * F_n(m)`` (:func:`shape_fragmentation`) at the cost of the distinct
+    GPU forms of the workload, not of its shapes: shapes alike in GPU count, milli-GPU per
+    GPU and accepted models differ only in CPU, and for a node a shape either fits (it
+    counts the devices too small for it) or not (it counts every free milli-GPU); which of
+    them fit is a CPU threshold, found by bisection over their CPUs. Exactly the same
+    integer as the sum over shapes."""
+
+    def __init__(self, workload: Workload):
+        by_form: dict[tuple[int, int, tuple[str, ...]], list[tuple[int, int]]] = {}
+        self.cpu_only = 0
+        """the weight of shapes without GPUs: every free milli-GPU is fragment to them"""
+        for shape, weight in workload.shapes:
+            if shape.gpus == 0:
+                self.cpu_only += weight
+            else:
+                key = (shape.gpus, shape.gpu_milli, shape.gpu_models)
+                by_form.setdefault(key, []).append((shape.cpu_milli, weight))
+        self.forms: list[tuple[int, int, tuple[str, ...], list[int], list[int], int]] = []
+        """(gpus, milli per GPU, models, CPUs sorted, weight of the first i of them, total)"""
+        for (gpus, milli, models), shapes in by_form.items():
+            shapes.sort()
+            cum = [0]
+            for _cpu, w in shapes:
+                cum.append(cum[-1] + w)
+            self.forms.append((gpus, milli, models, [c for c, _ in shapes], cum, cum[-1]))
+
+    def fragmentation(self, model: str | None, cpu_free: int, frees: tuple[int, ...]) -> int:
+        """Weighted ``F_n(M)`` of a node with GPU ``model``, ``cpu_free`` milli-CPU and
+        ``frees`` milli-GPU per device."""
+        total = sum(frees)
+        if total == 0:
+            return 0
+        out = self.cpu_only * total
+        for gpus, milli, models, cpus, cum, weight in self.forms:
+            if (models and model not in models) or sum(1 for f in frees if f >= milli) < gpus:
+                out += weight * total
+                continue
+            fit = cum[bisect.bisect_right(cpus, cpu_free)]  # the shapes whose CPU fits
+            partial = sum(f for f in frees if f < milli)
+            out += fit * partial + (weight - fit) * total
+        return out
+
+
 def _sigmoid_score(delta: float) -> int:
     """The simulator's FGD node score, ``int(100 * sigmoid(-Δ / 1000))`` (Δ in milli-GPU)."""
     x = -delta / 1000.0
@@ -202,6 +263,7 @@ class FgdScorer:
         self._model = {n.name: n.gpu_model for n in snapshot.nodes}
         self._total = max(1, workload.total)
         self._memo: dict[tuple[object, ...], int] = {}
+        self._grouped = _GroupedWorkload(workload)
         """weighted F_n(M) by node state (model, free CPU, sorted free milli-GPU)"""
         self._now: dict[str, tuple[int, int]] = {}
         self._deltas: dict[
@@ -214,10 +276,7 @@ class FgdScorer:
         key = (model, cpu_free, frees)
         hit = self._memo.get(key)
         if hit is None:
-            hit = sum(
-                w * shape_fragmentation(frees, cpu_free, model, s) for s, w in self.workload.shapes
-            )
-            self._memo[key] = hit
+            hit = self._memo[key] = self._grouped.fragmentation(model, cpu_free, frees)
         return hit
 
     def fragmentation(self, node: str) -> int:

@@ -8,6 +8,11 @@ elastic gang keeps the pods beyond its minimum that fit. A required level is hon
 trying its domains one by one, fullest first (Volcano network-topology-aware allocation). It
 does not look at preferred levels, and pod-by-pod choice can strand GPUs — faults kept on
 purpose: they are what gangplan improves on.
+
+Speed: the best node over the cluster comes from a ranking over classes of interchangeable
+nodes (:mod:`gangplan.solver.ranking`), a one-pod gang identical to one that found no node is
+skipped, and domains are ordered by an exact fullness kept up to date — each the same
+choice as a scan of every node, at the cost of what changed.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from collections import defaultdict
 
 from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
-from gangplan.solver.one_pod import class_representatives, greedy_node
+from gangplan.solver.one_pod import best_greedy_node, greedy_node
 from gangplan.solver.queue_order import QueueOrder, pod_names
+from gangplan.solver.ranking import FailedPods, domain_fullness, may_hold
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL, Domain
 
@@ -26,10 +32,11 @@ __all__ = ["greedy", "place_gang"]
 
 def _role_nodes(
     state: ClusterState, gang: Gang, role: Role, within: frozenset[str] | None
-) -> list[str]:
+) -> tuple[str, ...]:
     """The role's candidate nodes inside ``within`` (all of them for None), in order."""
-    cands = state.candidates(gang, role)
-    return [n for n in cands if within is None or n in within]
+    if within is None:
+        return state.candidates(gang, role)
+    return state.candidates_within(gang, role, within)
 
 
 def _place_gang_greedy(
@@ -59,25 +66,28 @@ def _place_gang_greedy(
                     return None
                 continue
             allowed = best if within is None else (best & within)
+        first: str | None = None  # a required node level: the node of the role's first pod
         for i in range(role.count):
             if not order.headroom_ok(gang, role):
                 break
-            if allowed is None and req != NODE_LEVEL:
-                # one representative per class of interchangeable nodes: same choice as a
-                # scan of every node (equal scores inside a class; the first node wins ties)
-                nodes = class_representatives(state, gang, role)
+            if first is not None:
+                ok = first in state.candidate_set(gang, role) and (
+                    allowed is None or first in allowed
+                )
+                best_node = greedy_node(state, gang, role, [first] if ok else [])
+            elif allowed is None:
+                # the best of every candidate, from the ranking over classes of nodes
+                best_node = best_greedy_node(state, gang, role)
             else:
-                nodes = _role_nodes(state, gang, role, allowed)
-            if req == NODE_LEVEL and any(p.role == role.name for p, _ in placed):
-                first = next(p.node for p, _ in placed if p.role == role.name)
-                nodes = [n for n in nodes if n == first]
-            best_node = greedy_node(state, gang, role, nodes)
+                best_node = greedy_node(state, gang, role, _role_nodes(state, gang, role, allowed))
             if best_node is None:
                 break
             p = state.place(gang, role, best_node, names[role.name][i])
             assert p is not None
             placed.append((p, role))
             order.charge(gang, role)
+            if req == NODE_LEVEL:
+                first = best_node
     counts: dict[str, int] = defaultdict(int)
     for p, _ in placed:
         counts[p.role] += 1
@@ -103,7 +113,7 @@ def _fullest_domain(
         nodes = ctx.topo.nodes_in(dom)
         if within is not None:
             nodes = nodes & within
-        cands = [n for n in state.candidates(gang, role) if n in nodes]
+        cands = state.candidates_within(gang, role, nodes)
         cap = sum(state.pod_capacity(gang, role, n, gang.role_min(role) or 1) for n in cands)
         if cap < max(1, gang.role_min(role)):
             continue
@@ -124,25 +134,27 @@ def place_gang(
     ctx: CycleContext, state: ClusterState, order: QueueOrder, gang: Gang
 ) -> list[PodPlacement] | None:
     """Place one gang as the ``greedy`` baseline does (a required level: its domains fullest
-    first; a required node: nodes fullest first), or None (nothing changed)."""
+    first; a required node: nodes fullest first; either skipping those that cannot hold it),
+    or None (nothing changed)."""
     level = gang.topology.required if gang.topology else None
     if level is None:
         return _place_gang_greedy(ctx, state, order, gang, None)
+    holds = may_hold(state, gang)
     if level == NODE_LEVEL:
         for node in sorted(
             ctx.snapshot.node_by_name, key=lambda n: (-state.gpu_used_fraction(n), n)
         ):
+            if not holds(ctx.topo.domain_of(node, NODE_LEVEL)):
+                continue
             pods = _place_gang_greedy(ctx, state, order, gang, frozenset([node]))
             if pods:
                 return pods
         return None
+    # fullest first: the mean share of GPU milli taken over the domain's nodes
+    full = domain_fullness(state, level)
+    # the domains that could not hold it are left out: it would fail there
     domains = sorted(
-        ctx.topo.domains_at(level),
-        key=lambda d: (
-            -sum(state.gpu_used_fraction(n) for n in ctx.topo.nodes_in(d))
-            / max(1, len(ctx.topo.nodes_in(d))),
-            d,
-        ),
+        (d for d in ctx.topo.domains_at(level) if holds(d)), key=lambda d: (-full.key(d), d)
     )
     for dom in domains:
         pods = _place_gang_greedy(ctx, state, order, gang, ctx.topo.nodes_in(dom))
@@ -155,9 +167,14 @@ def greedy(ctx: CycleContext) -> list[PodPlacement]:
     """Volcano-like allocate (see the module docstring). Returns placed pods."""
     state = ctx.state()
     order = QueueOrder(ctx)
+    failed = FailedPods(state)
     out: list[PodPlacement] = []
     for gang in order:
+        if failed.known(gang):
+            continue
         pods = place_gang(ctx, state, order, gang)
         if pods:
             out.extend(pods)
+        else:
+            failed.failed(gang)
     return out

@@ -18,9 +18,11 @@ placed exactly as the one-pod placer places it:
     Fragmentation gradient descent (Weng et al., USENIX ATC '23): :func:`~gangplan.solver.
     fgd.fgd_place` against a workload.
 
-Interchangeable nodes (:meth:`ClusterState.classes`) get one evaluation per class: every
-member scores the same, so the first member (``greedy``) or the smallest name
-(``topology-fit``) is what a scan of every node would choose.
+Interchangeable nodes (same :meth:`ClusterState.signature`) get one evaluation per class,
+and the best node is kept in a :class:`~gangplan.solver.ranking.NodeRanking` that ranks again
+only the nodes that changed: its answer is a scan's — the first of the best in snapshot order
+(``greedy``, ``fgd``), the smallest name among the best (``topology-fit``) — at the cost of the
+changes, not of the cluster.
 """
 
 from __future__ import annotations
@@ -30,14 +32,15 @@ from collections.abc import Callable, Iterable
 from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.fgd import fgd_place
 from gangplan.solver.fragmentation import FgdScorer, Workload
+from gangplan.solver.ranking import node_ranking
 from gangplan.solver.state import ClusterState
 
 __all__ = [
     "ONE_POD_PLACERS",
     "ROOM_LIMIT",
     "PodPlacer",
+    "best_greedy_node",
     "binpack_score",
-    "class_representatives",
     "greedy_node",
     "one_pod_placer",
     "topology_fit_node",
@@ -84,25 +87,28 @@ def greedy_node(state: ClusterState, gang: Gang, role: Role, nodes: Iterable[str
     return best_node
 
 
-def class_representatives(state: ClusterState, gang: Gang, role: Role) -> list[str]:
-    """The first candidate node of each class of interchangeable candidates, in order."""
-    return [m[0] for m in state.classes(state.candidates(gang, role))]
+def best_greedy_node(state: ClusterState, gang: Gang, role: Role) -> str | None:
+    """:func:`greedy_node` over every candidate of ``role``, in snapshot order: the highest
+    binpack score among the nodes where one more pod fits, ties to the first."""
+
+    def value(node: str) -> float | None:
+        if not state.fits(gang, role, node):
+            return None
+        return -binpack_score(state, role, node)
+
+    return node_ranking(state, "greedy", gang, role, value).best()
 
 
 def topology_fit_node(state: ClusterState, gang: Gang, role: Role) -> str | None:
     """Kueue BestFit for one pod: the candidate node with the least room for pods of
     ``role`` (counted up to :data:`ROOM_LIMIT`) that still holds one, ties by name; None
     if none holds it."""
-    classes = state.classes(state.candidates(gang, role))
-    rooms = state.capacities(gang, role, [alike[0] for alike in classes], ROOM_LIMIT)
-    best: tuple[int, str] | None = None
-    for alike, room in zip(classes, rooms, strict=True):
-        # interchangeable nodes have the same room; the smallest name breaks ties
-        if room >= 1 and (best is None or room <= best[0]):
-            key = (room, min(alike))
-            if best is None or key < best:
-                best = key
-    return None if best is None else best[1]
+
+    def value(node: str) -> int | None:
+        room = state.pod_capacity(gang, role, node, ROOM_LIMIT)
+        return room if room >= 1 else None
+
+    return node_ranking(state, "topology-fit", gang, role, value, by_name=True).best()
 
 
 def one_pod_placer(
@@ -119,7 +125,7 @@ def one_pod_placer(
 
         def place_greedy(gang: Gang, name: str) -> PodPlacement | None:
             role = gang.roles[0]
-            node = greedy_node(state, gang, role, class_representatives(state, gang, role))
+            node = best_greedy_node(state, gang, role)
             return None if node is None else state.place(gang, role, node, name)
 
         return place_greedy

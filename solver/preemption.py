@@ -31,7 +31,7 @@ from types import MappingProxyType
 from gangplan.models import Eviction, Gang, PodPlacement, RunningGang, RunningPod
 from gangplan.solver.context import CycleContext
 from gangplan.solver.greedy import place_gang
-from gangplan.solver.queue_order import QueueOrder
+from gangplan.solver.queue_order import QueueOrder, running_charge
 from gangplan.solver.state import ClusterState, DeviceChoice
 
 __all__ = ["REPRIEVE", "greedy_preemption"]
@@ -87,7 +87,7 @@ class _Evictor:
     def _usage(self, pods: list[RunningPod], sign: int) -> None:
         for pod in pods:
             if pod.queue is not None:
-                for r, v in pod.requests.items():
+                for r, v in running_charge(self.ctx.snapshot, pod).items():
                     self.order.usage[pod.queue][r] += sign * v
 
     def evict(self, pods: list[RunningPod]) -> None:

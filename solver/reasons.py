@@ -48,6 +48,7 @@ from typing import Any
 from gangplan.models import GPU_MILLI, Gang, PendingReason, PodPlacement, Role, Snapshot
 from gangplan.models.quantity import format_quantity
 from gangplan.solver.context import CycleContext
+from gangplan.solver.queue_order import pod_charge, running_charge
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL, Domain
 
@@ -434,17 +435,19 @@ def _must_have(gang: Gang) -> list[Role]:
     return [r for r in gang.roles if gang.role_min(r) > 0 or total - r.count < gang.min_size]
 
 
-def _min_demand(gang: Gang) -> dict[str, int]:
-    """The least a gang can ask per resource when admitted at its minimum size."""
+def _min_charge(snapshot: Snapshot, gang: Gang) -> dict[str, int]:
+    """The least a gang counts against its queue's max per resource when admitted at its
+    minimum size (:func:`~gangplan.solver.queue_order.pod_charge` per pod)."""
     demand: dict[str, int] = defaultdict(int)
     extra = gang.min_size - sum(gang.role_min(r) for r in gang.roles)
+    charge = {r.name: pod_charge(snapshot, gang, r) for r in gang.roles}
     for r in gang.roles:
-        for res, v in r.requests.items():
+        for res, v in charge[r.name].items():
             demand[res] += gang.role_min(r) * v
     if extra > 0:
         for r in sorted(gang.roles, key=lambda r: sum(r.requests.values())):
             take = min(extra, r.count - gang.role_min(r))
-            for res, v in r.requests.items():
+            for res, v in charge[r.name].items():
                 demand[res] += take * v
             extra -= take
     return dict(demand)
@@ -597,7 +600,7 @@ def _after_plan(s: Snapshot, placed: list[PodPlacement]) -> _AfterPlan:
     use: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in s.running:
         if pod.queue is not None:
-            use[pod.queue].update(pod.requests)
+            use[pod.queue].update(running_charge(s, pod))
     on_node: dict[str, set[str]] = defaultdict(set)
     per_role: Counter[tuple[str, str]] = Counter()
     for p in placed:
@@ -607,7 +610,7 @@ def _after_plan(s: Snapshot, placed: list[PodPlacement]) -> _AfterPlan:
     for (key, role), n in per_role.items():
         g = gangs[key]
         q = use[g.queue]
-        for res, v in g.role(role).requests.items():
+        for res, v in pod_charge(s, g, g.role(role)).items():
             q[res] += v * n
     keys = {key for key, _ in per_role}
     order = sorted(keys, key=lambda k: (-gangs[k].priority, gangs[k].name, k))
@@ -631,7 +634,7 @@ class _Explainer:
         self.running_use: dict[str, Counter[str]] = defaultdict(Counter)
         for pod in self.s.running:
             if pod.queue is not None:
-                self.running_use[pod.queue].update(pod.requests)
+                self.running_use[pod.queue].update(running_charge(self.s, pod))
         self.after = _after_plan(self.s, placed)
         self.exact_check = exact_check
         self.deadline = time.monotonic() + budget_s
@@ -642,7 +645,7 @@ class _Explainer:
     def explain(self, gang: Gang) -> PendingReason:
         s = self.s
         queue = s.queue_by_name[gang.queue]
-        demand = _min_demand(gang)
+        demand = _min_charge(s, gang)
         for res, cap in sorted(queue.max.items()):
             if demand.get(res, 0) > cap:
                 return _Why(
@@ -656,7 +659,8 @@ class _Explainer:
             return why.reason("never_fits")
         for res, cap in sorted(queue.max.items()):
             used = self.running_use[queue.name].get(res, 0)
-            if used + demand.get(res, 0) > cap:
+            # only the resources it asks bind it (solver/queue_order.py)
+            if demand.get(res, 0) > 0 and used + demand[res] > cap:
                 return _Why(
                     f"queue {queue.name} would exceed its max of {_amount(s, res, cap)}: running "
                     f"pods use {_amount(s, res, used)}, the gang needs at least "
@@ -710,7 +714,7 @@ class _Explainer:
         queue = s.queue_by_name[gang.queue]
         use = self.after.queue_use.get(queue.name, Counter())
         for res, cap in sorted(queue.max.items()):
-            if use.get(res, 0) + demand.get(res, 0) > cap:
+            if demand.get(res, 0) > 0 and use.get(res, 0) + demand[res] > cap:
                 return _Why(
                     f"needs {what}; queue {queue.name} would exceed its max of "
                     f"{_amount(s, res, cap)}: gangs placed this cycle bring its use to "

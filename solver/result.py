@@ -38,16 +38,21 @@ class CycleStatus(enum.Enum):
 class SolverConfig:
     """Options of one cycle.
 
-    ``time_limit_s``: wall-clock budget for CP-SAT (all tiers); ``num_workers``: CP-SAT
+    ``time_limit_s``: the wall-clock budget of the whole cycle — snapshot indexing (in
+    :func:`~gangplan.solver.cycle.solve_cycle`), baselines, model build, search, plan,
+    checks and reasons (:mod:`gangplan.solver.budget`); ``num_workers``: CP-SAT
     search workers (default 2: one per core of a 2-core machine, as CI has; more workers
     than cores only compete for them);
     ``seed``; ``relative_gap``: stop a tier when within this gap; ``deterministic``: one
-    worker, fixed seed, and a deterministic time limit (``deterministic_time`` units of
-    CP-SAT's deterministic clock) instead of wall time, for tests;
-    ``reason_share``: the share of the time limit reasons may spend on solver checks;
+    worker, fixed seed, and the whole cycle counted in deterministic seconds
+    (``deterministic_time`` of them: CP-SAT's deterministic time and the Python parts' work
+    units) instead of wall time, for tests;
+    ``reason_share``: the share of the time limit kept for the pending reasons;
     ``exact_limit``: largest (multi-pod items x nodes) for which the model keeps pods at
     node granularity (exact node locality); above it, gangs are placed per leaf and node
-    counts are derived (reported in the notes).
+    counts are derived (reported in the notes); ``interruptible``: Ctrl-C (SIGINT) during the
+    search stops it and returns the best verified plan so far (a second Ctrl-C aborts);
+    off, the process's own SIGINT handling is left alone.
     """
 
     time_limit_s: float = 10.0
@@ -56,14 +61,15 @@ class SolverConfig:
     relative_gap: float = 0.0
     deterministic: bool = False
     deterministic_time: float | None = None
-    """CP-SAT deterministic-time budget in deterministic mode (all tiers); None: the same
-    number as ``time_limit_s`` (CP-SAT's deterministic unit is roughly a second)."""
+    """the whole cycle's budget in deterministic mode, in deterministic seconds; None: the
+    same number as ``time_limit_s`` (CP-SAT's deterministic unit is roughly a second)."""
     reason_share: float = 0.1
     exact_limit: int = 6_000
     max_pairs: int = 40_000
     """largest number of (item, candidate node) pairs kept; above it each item keeps the
     nodes its incumbent uses plus its best-fitting candidates (reported in the notes; the
     model may then miss a better plan). 0: keep all (exact)."""
+    interruptible: bool = True
 
 
 @dataclass
@@ -78,6 +84,12 @@ class CycleResult:
     wall_time_s: float = 0.0
     model_size: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    parts: dict[str, float] = field(default_factory=dict)
+    """wall seconds per part of the cycle (:mod:`gangplan.solver.budget`)"""
+    work: dict[str, float] = field(default_factory=dict)
+    """deterministic seconds per part (deterministic mode only)"""
+    interrupted: bool = False
+    """Ctrl-C stopped the search: the plan is the best verified one found until then"""
 
 
 def assemble_plan(

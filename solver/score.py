@@ -24,7 +24,18 @@ benchmark — goes through it. Entries, in order:
    down and ``locality.node``: minus the sum over the other gangs of domains used minus one.
    A node that joins no domain of a level counts as a domain of its own there;
 
-3. fragmentation (objective 3; after FGD, Weng et al., USENIX ATC'23):
+3. fragmentation (objective 3):
+   ``fragmentation.expected`` minus FGD's expected fragmentation after the plan (Weng et
+   al., "Beware of Fragmentation", USENIX ATC '23, §3-§4), summed over nodes:
+   ``-sum_n sum_m w_m * F_n(m)``, ``F_n(m)`` the free milli-GPU of node ``n`` that pods of
+   shape ``m`` cannot use (:func:`~gangplan.solver.fragmentation.shape_fragmentation`: all of
+   it when ``m`` does not fit ``n``, else the free milli of the devices too small for one of
+   its GPUs), ``w_m`` the workload's integer weights divided by their greatest common
+   divisor (:meth:`~gangplan.solver.fragmentation.Workload.reduced`; the workload:
+   ``Snapshot.workload`` if declared, else the pending and running pods, one count per pod).
+   The unit is milli-GPU x weight, exact: divide by ``sum_m w_m`` for milli-GPU. Devices are
+   those the pods name (running pods and the plan's), the lowest-listed free ones when a pod
+   names none; free CPU is what running pods and the plan leave;
    ``fragmentation.gpu_nodes`` minus the GPU nodes partly used after the plan (some but not
    all milli-GPUs taken, running pods included), ``fragmentation.leaves`` the same for
    leaf domains (the lowest level);
@@ -50,14 +61,24 @@ does not lose share by it (its lower class pays, in throughput).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import total_ordering
 
 from gangplan.models import GPU_MILLI, Plan, RunningPod, Snapshot
+from gangplan.models.quantity import CPU
 from gangplan.solver.fairness import FairShares, fair_shares
+from gangplan.solver.fragmentation import Workload, shape_fragmentation
 from gangplan.topology import NODE_LEVEL, Topology, build_topology
 
-__all__ = ["EVICTION_ENTRIES", "Score", "score", "score_classes", "score_names"]
+__all__ = [
+    "EVICTION_ENTRIES",
+    "Score",
+    "expected_fragmentation",
+    "score",
+    "score_classes",
+    "score_names",
+]
 
 
 @total_ordering
@@ -130,7 +151,11 @@ def score_names(snapshot: Snapshot, topology: Topology | None = None) -> tuple[s
         names += [f"p{c}.fairness", f"p{c}.fairness_w0", f"p{c}.gpu_milli", f"p{c}.pods"]
     names.append("locality.preferred")
     names += [f"locality.{lv}" for lv in topo.all_levels]
-    names += ["fragmentation.gpu_nodes", "fragmentation.leaves"]
+    names += [
+        "fragmentation.expected",
+        "fragmentation.gpu_nodes",
+        "fragmentation.leaves",
+    ]
     if snapshot.preemption.enabled:
         names += EVICTION_ENTRIES
     names.append("stability")
@@ -260,6 +285,7 @@ def score(
                 leaf_total[leaf] += total
     partly_leaves = sum(1 for d, tot in leaf_total.items() if 0 < leaf_taken[d] < tot)
     entries += [
+        ("fragmentation.expected", -expected_fragmentation(snapshot, plan, lost.pods)),
         ("fragmentation.gpu_nodes", -partly_nodes),
         ("fragmentation.leaves", -partly_leaves),
     ]
@@ -277,6 +303,78 @@ def score(
         moved = sum(1 for p in previous.pods if now.get((p.namespace, p.pod)) != p.node)
     entries.append(("stability", -moved))
     return Score(tuple(entries))
+
+
+def expected_fragmentation(
+    snapshot: Snapshot, plan: Plan, evicted: Sequence[RunningPod] = ()
+) -> int:
+    """``sum_n sum_m w_m * F_n(m)`` after ``plan`` (the ``fragmentation.expected`` entry is
+    its negation; module docstring): milli-GPU x weight, 0 for an empty workload.
+    ``evicted``: the running pods the plan evicts (their devices and CPU are free).
+
+    Pods of the plan that name no known gang, role or node are ignored, as everywhere in the
+    score; a device given more than it has counts as 0 free.
+    """
+    weights = Workload.of_snapshot(snapshot).reduced()
+    if not weights:
+        return 0
+    gangs = snapshot.gang_by_key
+    gone: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for pod in evicted:
+        gone[pod.node].add((pod.namespace, pod.name))
+    frees: dict[str, dict[str, int]] = {}
+    cpu: dict[str, int] = {}
+    for p in plan.pods:
+        gang = gangs.get(p.gang_key)
+        if gang is None or p.node not in snapshot.node_by_name:
+            continue
+        try:
+            req = gang.role(p.role).requests
+        except KeyError:
+            continue
+        if p.node not in frees:
+            free = snapshot.free_after(p.node, gone.get(p.node, ()))
+            frees[p.node] = dict(free.gpu_milli)
+            cpu[p.node] = free.resources.get(CPU, 0)
+        cpu[p.node] -= req.get(CPU, 0)
+        _take_gpus(frees[p.node], req.get(snapshot.gpu, 0), p.gpus)
+    memo: dict[tuple[object, ...], int] = {}
+    total = 0
+    for node in snapshot.nodes:
+        if node.name in frees:
+            values, cpu_free = frees[node.name].values(), cpu[node.name]
+        else:
+            free = snapshot.free_after(node.name, gone.get(node.name, ()))
+            values, cpu_free = free.gpu_milli.values(), free.resources.get(CPU, 0)
+        frees_after = tuple(sorted(max(0, f) for f in values))
+        key = (node.gpu_model, cpu_free, frees_after)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = sum(
+                w * shape_fragmentation(frees_after, cpu_free, node.gpu_model, shape)
+                for shape, w in weights
+            )
+        total += got
+    return total
+
+
+def _take_gpus(frees: dict[str, int], gpu: int, named: tuple[str, ...]) -> None:
+    """Take one pod's GPUs (``gpu`` milli-GPU in all) from a node's free milli per device:
+    the devices it names, else the lowest-listed that hold them."""
+    if gpu <= 0:
+        return
+    if gpu < GPU_MILLI:
+        dev = next((d for d in named if d in frees), None)
+        if dev is None:
+            dev = next((d for d, f in frees.items() if f >= gpu), None)
+        if dev is not None:
+            frees[dev] -= gpu
+        return
+    devices = [d for d in named if d in frees]
+    if not devices:
+        devices = [d for d, f in frees.items() if f == GPU_MILLI][: gpu // GPU_MILLI]
+    for d in devices:
+        frees[d] -= GPU_MILLI
 
 
 def _domains_used(topo: Topology, nodes: list[str], level: str) -> int:

@@ -8,11 +8,13 @@ which recomputes everything from the snapshot on its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import bisect
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gangplan.models import GPU_MILLI, Gang, Node, PodPlacement, Role, Snapshot
+from gangplan.solver.budget import WorkMeter
 from gangplan.topology import Topology
 
 __all__ = ["ClusterState", "DeviceChoice", "NodeState", "static_ok"]
@@ -83,12 +85,46 @@ def _static_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...
     )
 
 
+def _layout_key(topology: Topology, node: str) -> tuple[object, ...]:
+    """Which PCIe switches (by name) each NUMA node of ``node`` holds: with the free amounts
+    per switch, what a joint allocation's answer depends on."""
+    switches = topology.joint_groups(node, "pcie")
+    return tuple(
+        (
+            numa.name,
+            tuple(
+                sorted(
+                    sw.name for sw in switches if {*sw.gpus, *sw.nics} <= {*numa.gpus, *numa.nics}
+                )
+            ),
+        )
+        for numa in topology.joint_groups(node, "numa")
+    )
+
+
 class ClusterState:
     """Free capacity of every node, updated pod by pod (``place`` / ``remove``)."""
 
-    def __init__(self, snapshot: Snapshot, topology: Topology, *, empty: bool = False):
-        """``empty``: start from allocatable, as if no pod ran (for "never fits" reasons)."""
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        topology: Topology,
+        *,
+        empty: bool = False,
+        meter: WorkMeter | None = None,
+        indexed: bool = True,
+    ):
+        """``empty``: start from allocatable, as if no pod ran (for "never fits" reasons);
+        ``meter``: where node evaluations are counted (work units of the cycle's budget);
+        ``indexed``: answer placers' queries from node classes kept up to date
+        (:mod:`gangplan.solver.ranking`); False: by scanning every node (the reference)."""
         self.snapshot = snapshot
+        self.meter = meter if meter is not None else WorkMeter()
+        self.indexed = indexed
+        self.position = {n.name: i for i, n in enumerate(snapshot.nodes)}
+        """node name -> its index in snapshot order"""
+        self.all_nodes = frozenset(self.position)
+        """every node's name (one set object for the whole cycle)"""
         self.topo = topology
         self.gpu = snapshot.gpu
         self.nic = snapshot.nic
@@ -111,11 +147,25 @@ class ClusterState:
                     st.group_of[policy] = {d: g.name for g in groups for d in (*g.gpus, *g.nics)}
             self.nodes[node.name] = st
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._cands_of: dict[tuple[int, int], tuple[Gang, Role, tuple[str, ...]]] = {}
+        self._shared: dict[object, Any] = {}
+        """what copies share once it is built (node kinds, signatures of unchanged nodes)"""
+        self.shared = self._shared
+        """the same, for :mod:`gangplan.solver.ranking`'s static tables"""
+        self._origin: object = "empty" if empty else "free"
+        """what the free amounts were copied from while no node changed (see :meth:`copy`)"""
+        self._within: dict[tuple[int, frozenset[str]], tuple[str, ...]] = {}
+        self._sets: dict[int, frozenset[str]] = {}
         self._shape_keys: dict[tuple[int, str], tuple[object, ...]] = {}
         """(id(role), joint) -> (requests, joint, role): the role is kept, so its id is not
         reused while the entry lives (as long as this state and its copies)"""
         self._alloc_sig = {
-            n.name: (n.gpu_model, tuple(sorted(n.allocatable.items()))) for n in snapshot.nodes
+            n.name: (
+                n.gpu_model,
+                tuple(sorted(n.allocatable.items())),
+                _layout_key(topology, n.name),
+            )
+            for n in snapshot.nodes
         }
         self._fresh()
 
@@ -124,10 +174,14 @@ class ClusterState:
         self._version: dict[str, int] = {}
         self._classes: dict[int, list[Any]] = {}
         self._log: list[str] = []
-        """nodes in the order they changed (for :meth:`classes` to catch up)"""
+        """nodes in the order they changed (for :meth:`classes` and rankings to catch up)"""
         self._cap_cache: dict[tuple[object, ...], tuple[int, int]] = {}
+        self._sig: dict[str, tuple[int, tuple[object, ...], tuple[object, ...] | None]] = {}
+        self._base_sig = self._shared.setdefault(("signatures", self._origin), {})
+        """signatures of unchanged nodes, shared by the copies of one unchanged state"""
+        self._rankings: dict[object, Any] = {}
 
-    def copy(self, *, empty: bool = False) -> ClusterState:
+    def copy(self, *, empty: bool = False, indexed: bool | None = None) -> ClusterState:
         """An independent state with the same free amounts (``empty``: every node's
         allocatable, as if no pod ran), at the cost of copying each node's free resources,
         GPU milli and NICs. What never changes (device order, joint groups, allocatable
@@ -135,6 +189,10 @@ class ClusterState:
         a cycle derives it once for all its placers."""
         new = ClusterState.__new__(ClusterState)
         new.snapshot, new.topo, new.gpu, new.nic = self.snapshot, self.topo, self.gpu, self.nic
+        new.meter = self.meter
+        new.indexed = self.indexed if indexed is None else indexed
+        new.position = self.position
+        new.all_nodes = self.all_nodes
         alloc = self.snapshot.node_by_name
         new.nodes = {
             name: NodeState(
@@ -150,6 +208,13 @@ class ClusterState:
             for name, st in self.nodes.items()
         }
         new._static = self._static
+        new._cands_of = self._cands_of
+        new._shared = new.shared = self._shared
+        # a copy of an unchanged state (or an empty one) starts as its source did: the
+        # signatures of its unchanged nodes are the source's
+        new._origin = "empty" if empty else (self._origin if not self._log else object())
+        new._within = self._within
+        new._sets = self._sets
         new._shape_keys = self._shape_keys
         new._alloc_sig = self._alloc_sig
         new._fresh()
@@ -167,15 +232,86 @@ class ClusterState:
         return key[:2]
 
     def candidates(self, gang: Gang, role: Role) -> tuple[str, ...]:
-        """Nodes that pass :func:`static_ok` for this role (cached)."""
+        """Nodes that pass :func:`static_ok` for this role, in snapshot order (cached: the same
+        tuple object for every role that agrees on what :func:`static_ok` reads)."""
+        memo = self._cands_of.get((id(gang), id(role)))
+        if memo is not None and memo[0] is gang and memo[1] is role:
+            return memo[2]
         key = _static_key(self.snapshot, gang, role)
-        if key not in self._static:
+        if key not in self._static and not self.indexed:
             self._static[key] = tuple(
                 n.name
                 for n in self.snapshot.nodes
                 if static_ok(self.snapshot, gang, role, n, self.topo)
             )
-        return self._static[key]
+        if key not in self._static:
+            # nodes alike in everything static_ok reads answer alike: one call per kind
+            kind_of, first = self._node_kinds()
+            ok = [static_ok(self.snapshot, gang, role, node, self.topo) for node in first]
+            self._static[key] = tuple(
+                n.name for n, kind in zip(self.snapshot.nodes, kind_of, strict=True) if ok[kind]
+            )
+            self.meter.units += len(first)
+        cands = self._static[key]
+        # the gang and role are kept with the entry, so their ids are not reused while it lives
+        self._cands_of[(id(gang), id(role))] = (gang, role, cands)
+        return cands
+
+    def _node_kinds(self) -> tuple[list[int], list[Node]]:
+        """Each node's kind (a small integer) — alike in everything :func:`static_ok` reads
+        of a node: readiness, labels, taints, GPU model, a declared layout, the levels it has
+        a domain at — and one node of each kind (computed once per cycle)."""
+        kinds: tuple[list[int], list[Node]] | None = self._shared.get("kinds")
+        if kinds is None:
+            topo = self.topo
+            levels = topo.levels
+            ids: dict[Hashable, int] = {}
+            kind_of: list[int] = []
+            first: list[Node] = []
+            for node in self.snapshot.nodes:
+                key = (
+                    node.ready,
+                    node.unschedulable,
+                    tuple(sorted(node.labels.items())),
+                    tuple((t.key, t.value, t.effect) for t in node.taints),
+                    node.gpu_model,
+                    node.has_device_topology,
+                    tuple(topo.domain_of(node.name, lv) is not None for lv in levels),
+                )
+                kind = ids.get(key)
+                if kind is None:
+                    kind = ids[key] = len(first)
+                    first.append(node)
+                kind_of.append(kind)
+            kinds = self._shared["kinds"] = (kind_of, first)
+        return kinds
+
+    def candidates_within(self, gang: Gang, role: Role, within: frozenset[str]) -> tuple[str, ...]:
+        """The role's candidates inside ``within`` (e.g. one domain's nodes), in snapshot
+        order; at the cost of ``within``'s size, not the cluster's (cached)."""
+        cands = self.candidates(gang, role)
+        key = (id(cands), within)
+        hit = self._within.get(key)
+        if hit is None:
+            if len(within) * 4 < len(cands):
+                member = self._static_set(cands)
+                pos = self.position
+                hit = tuple(sorted((n for n in within if n in member), key=pos.__getitem__))
+            else:
+                hit = tuple(n for n in cands if n in within)
+            self._within[key] = hit
+        return hit
+
+    def candidate_set(self, gang: Gang, role: Role) -> frozenset[str]:
+        """:meth:`candidates` as a set (cached)."""
+        return self._static_set(self.candidates(gang, role))
+
+    def _static_set(self, cands: tuple[str, ...]) -> frozenset[str]:
+        """``cands`` (a :meth:`candidates` tuple, alive as long as the cache) as a set."""
+        hit = self._sets.get(id(cands))
+        if hit is None:
+            hit = self._sets[id(cands)] = frozenset(cands)
+        return hit
 
     # ------------------------------------------------------------------ capacity
 
@@ -297,12 +433,13 @@ class ClusterState:
 
         Cached per node until the node changes (``place`` / ``remove``)."""
         cap = limit if limit is not None else role.count
+        self.meter.units += 1
         key = (node, self._shape_key(gang, role), cap)
         hit = self._cap_cache.get(key)
         version = self._version.get(node, 0)
         if hit is not None and hit[0] == version:
             return hit[1]
-        value = self._pod_capacity(gang, role, node, cap)
+        value = self._class_capacity(gang, role, node, cap, key[1])
         self._cap_cache[key] = (version, value)
         return value
 
@@ -313,6 +450,9 @@ class ClusterState:
         cache = self._cap_cache
         versions = self._version
         out = []
+        if not isinstance(nodes, (list, tuple)):
+            nodes = list(nodes)
+        self.meter.units += len(nodes)
         for node in nodes:
             key = (node, shape, limit)
             hit = cache.get(key)
@@ -320,7 +460,7 @@ class ClusterState:
             if hit is not None and hit[0] == version:
                 out.append(hit[1])
             else:
-                value = self._pod_capacity(gang, role, node, limit)
+                value = self._class_capacity(gang, role, node, limit, shape)
                 cache[key] = (version, value)
                 out.append(value)
         return out
@@ -336,18 +476,43 @@ class ClusterState:
         cache = self._cap_cache
         versions = self._version
         out = []
+        if not isinstance(nodes, (list, tuple)):
+            nodes = list(nodes)
+        self.meter.units += len(nodes)
         for node in nodes:
             hit = cache.get((node, shape, 1))
             version = versions.get(node, 0)
             if hit is not None and hit[0] == version:
                 ok = hit[1] >= 1
             else:
-                value = self._pod_capacity(gang, role, node, 1)
+                value = self._class_capacity(gang, role, node, 1, shape)
                 cache[(node, shape, 1)] = (version, value)
                 ok = value >= 1
             if ok:
                 out.append(node)
         return out
+
+    def _class_capacity(
+        self, gang: Gang, role: Role, node: str, cap: int, shape: tuple[object, ...]
+    ) -> int:
+        """:meth:`_pod_capacity`, once per class of nodes: nodes with one :meth:`signature`
+        hold as many pods of a shape (a direct room, or a trial up to ``cap``), so the answer
+        is kept per signature for every state of the cycle (reference mode: per node)."""
+        if not self.indexed:
+            return self._pod_capacity(gang, role, node, cap)
+        sig = self._signature(node, self.joint_pairs(gang, role))
+        memo: dict[Hashable, int] = self._shared.setdefault("rooms", {})
+        if self.exact_room(gang, role):
+            room = memo.get((sig, shape))
+            if room is None:
+                counted = self._room(gang, role, node)
+                assert counted is not None
+                room = memo[(sig, shape)] = counted
+            return min(cap, room)
+        hit = memo.get((sig, shape, cap))
+        if hit is None:
+            hit = memo[(sig, shape, cap)] = self._trial_capacity(gang, role, node, cap)
+        return hit
 
     def _pod_capacity(self, gang: Gang, role: Role, node: str, limit: int | None = None) -> int:
         cap = limit if limit is not None else role.count
@@ -355,6 +520,15 @@ class ClusterState:
         if room is not None:
             return min(cap, room)
         return self._trial_capacity(gang, role, node, cap)
+
+    def exact_room(self, gang: Gang, role: Role) -> bool:
+        """Is the room for pods of ``role`` counted directly (:meth:`_room`), not by trial?
+        Only a joint policy with fewer (or more) NICs than GPUs is counted by trial."""
+        nic = role.requests.get(self.nic, 0) // GPU_MILLI
+        gpu = role.requests.get(self.gpu, 0)
+        if gang.joint == "none" or not nic or (gpu and gpu < GPU_MILLI):
+            return True
+        return nic == gpu // GPU_MILLI
 
     def _room(self, gang: Gang, role: Role, node: str) -> int | None:
         """Pods of one shape that fit a node, counted directly (None: count by trial).
@@ -401,46 +575,89 @@ class ClusterState:
         return room
 
     def _trial_capacity(self, gang: Gang, role: Role, node: str, cap: int) -> int:
+        """Pods placed one by one until one does not fit, then taken back: the node ends as
+        it was, so the trial changes neither its version nor the change log."""
         placed: list[tuple[str, DeviceChoice]] = []
         while len(placed) < cap:
             choice = self.choose_devices(gang, role, node)
             if choice is None:
                 break
-            self._take(node, role, choice)
+            self._take(node, role, choice, log=False)
             placed.append((node, choice))
         for n, choice in placed:
-            self._give_back(n, role, choice)
+            self._give_back(n, role, choice, log=False)
         return len(placed)
 
     # ------------------------------------------------------------------ changes
 
     # ------------------------------------------------------------------ equivalent nodes
 
-    def _signature(self, node: str) -> tuple[object, ...]:
-        """Everything a pod-by-pod placer's choice depends on besides static filters: GPU
-        model and allocatable (binpack; FGD's workload accepts models), free amounts, the
-        multiset of free milli-GPU per device, and free whole GPUs and NICs per joint group
-        (up to a relabelling of devices)."""
-        st = self.nodes[node]
-        groups = tuple(
-            tuple(
-                sorted(
-                    (
-                        sum(1 for d in gpus if st.gpu_milli[d] == GPU_MILLI),
-                        sum(1 for x in nics if x in st.nics),
-                    )
-                    for gpus, nics in st.groups.get(policy, {}).values()
+    def _signature(self, node: str, joint: bool = True) -> tuple[object, ...]:
+        """Everything a pod-by-pod placer's answer about one pod on ``node`` depends on
+        besides static filters (fit, room, binpack score, FGD's Δ): GPU model, allocatable
+        and device layout, free amounts, the multiset of free milli-GPU per device, free
+        NICs, and (``joint``, for pods under a joint policy that ask NICs) per PCIe switch in
+        name order its free whole GPUs and NICs — a NUMA node's are their sums; devices are
+        interchangeable inside a switch. Cached until the node changes."""
+        version = self._version.get(node, 0)
+        hit = self._sig.get(node)
+        if hit is None or hit[0] != version:
+            hit = self._base_sig.get(node) if version == 0 else None
+            if hit is None:
+                st = self.nodes[node]
+                light = (
+                    self._alloc_sig[node],
+                    tuple(st.resources.items()),  # in the node's own order: alike nodes agree
+                    tuple(sorted(st.gpu_milli.values())),
+                    len(st.nics),
                 )
+                hit = (version, light, None)
+                self.meter.units += 1
+                if version == 0:
+                    self._base_sig[node] = hit
+            self._sig[node] = hit
+        if not joint:
+            return hit[1]
+        full = hit[2]
+        if full is None:
+            st = self.nodes[node]
+            gm, free_nics = st.gpu_milli, st.nics
+            switches = tuple(
+                (name, [gm[d] for d in gpus].count(GPU_MILLI), len(free_nics.intersection(nics)))
+                for name, (gpus, nics) in sorted(st.groups.get("pcie", {}).items())
             )
-            for policy in ("pcie", "numa")
-        )
-        return (
-            self._alloc_sig[node],
-            tuple(sorted(st.resources.items())),
-            tuple(sorted(st.gpu_milli.values())),
-            groups,
-            len(st.nics),
-        )
+            full = (hit[1], switches)
+            self._sig[node] = hit = (hit[0], hit[1], full)
+            if hit[0] == 0:
+                self._base_sig[node] = hit
+        return full
+
+    signature = _signature
+
+    def joint_pairs(self, gang: Gang, role: Role) -> bool:
+        """Does a pod of ``role`` take NICs under a joint policy (so that its answers depend
+        on each PCIe switch's free devices, :meth:`signature` with ``joint``)?"""
+        return gang.joint != "none" and role.requests.get(self.nic, 0) > 0
+
+    def changes_since(self, mark: int) -> tuple[set[str], int]:
+        """The nodes changed (a pod placed or removed) since ``mark``, a position in the
+        change log, and the log's position now (the next call's ``mark``)."""
+        log = self._log
+        return set(log[mark:]), len(log)
+
+    @property
+    def mark(self) -> int:
+        """The change log's position now (see :meth:`changes_since`)."""
+        return len(self._log)
+
+    def ranking(self, key: object, make: Callable[[], Any]) -> Any:
+        """The object stored under ``key`` for this state, made by ``make()`` on first use
+        (rankings and per-domain counts of :mod:`gangplan.solver.ranking`; they follow the
+        state's changes, so a copy starts without any)."""
+        hit = self._rankings.get(key)
+        if hit is None:
+            hit = self._rankings[key] = make()
+        return hit
 
     def classes(self, nodes: tuple[str, ...]) -> list[list[str]]:
         """``nodes`` grouped into classes of interchangeable nodes (same :meth:`_signature`),
@@ -476,14 +693,13 @@ class ClusterState:
                 if not members:
                     del groups[old]
                 sig_of[n] = new
-                target = groups.setdefault(new, [])
-                target.append(n)
-                target.sort(key=pos.__getitem__)
+                bisect.insort(groups.setdefault(new, []), n, key=pos.__getitem__)
         return sorted(entry[2].values(), key=lambda m: entry[1][m[0]])
 
-    def _take(self, node: str, role: Role, choice: DeviceChoice) -> None:
-        self._version[node] = self._version.get(node, 0) + 1
-        self._log.append(node)
+    def _take(self, node: str, role: Role, choice: DeviceChoice, *, log: bool = True) -> None:
+        if log:
+            self._version[node] = self._version.get(node, 0) + 1
+            self._log.append(node)
         st = self.nodes[node]
         for res, amount in role.requests.items():
             st.resources[res] = st.resources.get(res, 0) - amount
@@ -492,9 +708,10 @@ class ClusterState:
         for n in choice.nics:
             st.nics.discard(n)
 
-    def _give_back(self, node: str, role: Role, choice: DeviceChoice) -> None:
-        self._version[node] = self._version.get(node, 0) + 1
-        self._log.append(node)
+    def _give_back(self, node: str, role: Role, choice: DeviceChoice, *, log: bool = True) -> None:
+        if log:
+            self._version[node] = self._version.get(node, 0) + 1
+            self._log.append(node)
         st = self.nodes[node]
         for res, amount in role.requests.items():
             st.resources[res] = st.resources.get(res, 0) + amount

@@ -1,5 +1,5 @@
 """The ``topology-fit`` baseline: Kueue's topology-aware scheduling (KEP-2724, BestFit;
-github.com/kubernetes-sigs/kueue).
+github.com/kubernetes-sigs/kueue) with its partial admission (KEP-420).
 
 Per gang, the lowest level whose best-fitting domain can hold all its pods (never above a
 required level); inside it, children taken largest first and the last one best-fit, down to
@@ -7,24 +7,40 @@ the nodes. Gangs come in :class:`~gangplan.solver.queue_order.QueueOrder`, as fo
 ``greedy``. It counts pods per node by shape and ignores which GPUs or NICs, and it places
 one gang at a time in arrival order, so it cannot see that one placement strands the next
 gang (``instances/cases/04-packing-order.yaml``).
+
+**Elastic gangs** (partial admission, KEP-420 ``keps/420-partial-admission``; Kueue's
+``PodSetReducer`` in ``pkg/scheduler/flavorassigner/podset_reducer.go``): when the full size
+does not fit — the queue's max or the topology — the sizes between the full size and the
+minimum are searched as Kueue does: a budget of pods to give up, cut from the last role first
+down to its own minimum, then from the role before it (``order-based``), is binary-searched
+(Go's ``sort.Search``) for the smallest cut that fits; when the cut reduced two roles or
+more, each reduced role, first to last, is grown back as far as still fits (the full count
+first, else a binary search). Here a cut never takes the gang below its ``min_member``.
+
+Speed: capacities per node and per domain, and BestFit's node, come from node classes kept
+up to date (:mod:`gangplan.solver.ranking`), and a one-pod gang identical to one that found
+no node is skipped: the same choices as a scan of every node.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
 from gangplan.solver.one_pod import ROOM_LIMIT, topology_fit_node
 from gangplan.solver.queue_order import QueueOrder, pod_names
+from gangplan.solver.ranking import DomainCounts, FailedPods, domain_counts
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL
 
-__all__ = ["topology_fit"]
+__all__ = ["partial_admission_counts", "topology_fit"]
 
 
 def _capacity(
-    state: ClusterState, gang: Gang, role: Role, nodes: list[str], limit: int
+    state: ClusterState, gang: Gang, role: Role, nodes: tuple[str, ...], limit: int
 ) -> dict[str, int]:
-    return {n: state.pod_capacity(gang, role, n, limit) for n in nodes}
+    return dict(zip(nodes, state.capacities(gang, role, nodes, limit), strict=True))
 
 
 def _descend(
@@ -42,11 +58,7 @@ def _descend(
     if level == NODE_LEVEL:
         children = [(n, frozenset([n])) for n in domain_nodes]
     else:
-        children = []
-        for d in ctx.topo.domains_at(level):
-            members = ctx.topo.nodes_in(d) & domain_nodes
-            if members:
-                children.append((d.name, members))
+        children = _children(ctx, level, domain_nodes)
     cap = {name: sum(caps.get(n, 0) for n in members) for name, members in children}
     children = [c for c in children if cap[c[0]] > 0]
     children.sort(key=lambda c: (-cap[c[0]], c[0]))
@@ -76,12 +88,201 @@ def _descend(
     return out
 
 
+def _children(
+    ctx: CycleContext, level: str, domain_nodes: frozenset[str]
+) -> list[tuple[str, frozenset[str]]]:
+    """The domains of ``level`` that meet ``domain_nodes``, each with the nodes they share:
+    computed once per domain of the cycle (the topology does not change), from the nodes'
+    own domains, not from every domain of the level."""
+    cache: dict[tuple[str, frozenset[str]], list[tuple[str, frozenset[str]]]]
+    cache = ctx.derived.setdefault("topology-fit.children", {})
+    key = (level, domain_nodes)
+    hit = cache.get(key)
+    if hit is None:
+        met = {d for n in domain_nodes if (d := ctx.topo.domain_of(n, level)) is not None}
+        hit = cache[key] = [(d.name, ctx.topo.nodes_in(d) & domain_nodes) for d in sorted(met)]
+    return hit
+
+
+# --------------------------------------------------------------------------- partial admission
+
+
+def partial_admission_counts(
+    gang: Gang, fits: Callable[[dict[str, int]], bool]
+) -> dict[str, int] | None:
+    """Kueue's partial admission for an elastic gang whose full size does not fit (module
+    docstring): the pods per role it admits, or None if not even its minimum fits.
+
+    ``fits(counts)`` says whether these pods per role can be admitted now; it is called for
+    the sizes Kueue's ``PodSetReducer`` tries, in its order.
+    """
+    full = [r.count for r in gang.roles]
+    deltas = [r.count - gang.role_min(r) for r in gang.roles]
+    budget = min(sum(deltas), gang.size - gang.min_size)
+    if budget <= 0:
+        return None
+
+    def counts_for(amount: int) -> list[int]:
+        # order-based: cut from the last role first, each down to its own minimum
+        out = list(full)
+        remaining = amount
+        for i in range(len(deltas) - 1, -1, -1):
+            cut = min(deltas[i], remaining)
+            out[i] = full[i] - cut
+            remaining -= cut
+        return out
+
+    def as_dict(counts: list[int]) -> dict[str, int]:
+        return {r.name: c for r, c in zip(gang.roles, counts, strict=True)}
+
+    best: list[int] | None = None
+    lo, hi = 0, budget + 1  # sort.Search(budget + 1, fits): the smallest cut that fits
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        trial = counts_for(mid)
+        if fits(as_dict(trial)):
+            best, hi = trial, mid
+        else:
+            lo = mid + 1
+    if lo > budget or best is None:
+        return None
+    reduced = sum(1 for c, f in zip(best, full, strict=True) if c < f)
+    if reduced >= 2:
+        best = _give_back(best, full, lambda c: fits(as_dict(c)))
+    return as_dict(best)
+
+
+def _give_back(counts: list[int], full: list[int], fits: Callable[[list[int]], bool]) -> list[int]:
+    """Grow each reduced role back, first to last, as far as still fits: the full count in
+    one call, else the largest count between the cut one and the full one (binary search)."""
+    counts = list(counts)
+    for i in range(len(counts)):
+        if counts[i] == full[i]:
+            continue
+        trial = list(counts)
+        trial[i] = full[i]
+        if fits(trial):
+            counts[i] = full[i]
+            continue
+        lo, hi = counts[i] + 1, full[i] - 1
+        grown = counts[i]
+        a, b = 0, hi - lo + 1  # sort.Search over k: the first k whose count does not fit
+        while a < b:
+            k = a + (b - a) // 2
+            trial[i] = lo + k
+            if fits(trial):
+                grown = trial[i]
+                a = k + 1
+            else:
+                b = k
+        counts[i] = grown
+    return counts
+
+
+# --------------------------------------------------------------------------- one gang
+
+
+class _Gang:
+    """One gang's placement by topology-fit on a state (rolled back when it fails)."""
+
+    def __init__(self, ctx: CycleContext, state: ClusterState, order: QueueOrder, gang: Gang):
+        self.ctx, self.state, self.order, self.gang = ctx, state, order, gang
+        self.names = pod_names(gang)
+        levels = ctx.topo.all_levels
+        required = gang.topology.required if gang.topology else None
+        self.top = levels.index(required) if required is not None else -1  # -1: the cluster
+
+    def undo(self, pods: list[PodPlacement]) -> None:
+        for p in reversed(pods):
+            role = self.gang.role(p.role)
+            self.state.remove(p, role)
+            self.order.charge(self.gang, role, -1)
+
+    def place(self, counts: dict[str, int]) -> list[PodPlacement] | None:
+        """Place these pods per role (within the queue's max), lowest level first."""
+        gang, state = self.gang, self.state
+        if not self.order.headroom_ok_counts(gang, counts):
+            return None
+        caps = {
+            r.name: domain_counts(state, gang, r, max(counts[r.name], ROOM_LIMIT))
+            for r in gang.roles
+        }
+        levels = self.ctx.topo.all_levels
+        # lowest level first, up to the required level (or the root)
+        for li in range(len(levels) - 1, self.top - 1, -1):
+            for members in self._holding(caps, counts, li):
+                pods = _place_roles(
+                    self.ctx, state, self.order, gang, counts, members, li, self.names
+                )
+                if pods is not None:
+                    return pods
+        return None
+
+    def fits(self, counts: dict[str, int]) -> bool:
+        """Would these pods per role be placed now? (tried, then taken back)"""
+        pods = self.place(counts)
+        if pods is None:
+            return False
+        self.undo(pods)
+        return True
+
+    def _holding(
+        self, caps: dict[str, DomainCounts], counts: dict[str, int], li: int
+    ) -> Iterator[frozenset[str]]:
+        """The domains of level ``li`` (-1: the cluster) whose capacity holds every role's
+        count, least capacity first (then by name): BestFit's order."""
+        topo = self.ctx.topo
+        if li == -1:
+            if all(caps[r].total >= counts[r] for r in counts):
+                yield self.state.all_nodes
+            return
+        level = topo.all_levels[li]
+        if level == NODE_LEVEL:
+            yield from self._holding_nodes(caps, counts)
+            return
+        if len(caps) == 1:
+            # one role: the domains that hold its count, in BestFit's order, by bisection
+            ((name, counted),) = caps.items()
+            by_name = {d.name: d for d in topo.domains_at(level)}
+            for dname in counted.holding(level, counts[name]):
+                yield topo.nodes_in(by_name[dname])
+            return
+        holding = []
+        for d in topo.domains_at(level):
+            dcap = {r: caps[r].of(d) for r in caps}
+            if all(dcap[r] >= counts[r] for r in counts):
+                holding.append((sum(dcap.values()), d.name, topo.nodes_in(d)))
+        holding.sort(key=lambda h: (h[0], h[1]))
+        for _cap, _name, members in holding:
+            yield members
+
+    def _holding_nodes(
+        self, caps: dict[str, DomainCounts], counts: dict[str, int]
+    ) -> Iterator[frozenset[str]]:
+        tried = None
+        if len(caps) == 1:
+            # one role: the node with the least room that holds its count, by buckets of
+            # room; placing its count there cannot fail (the room was counted by the same
+            # device rules), but should it, the full order below follows
+            ((name, counted),) = caps.items()
+            if counts[name] >= 1:
+                tried = counted.best_node(counts[name])
+                if tried is None:
+                    return
+                yield frozenset([tried])
+        holding = []
+        for n in self.ctx.node_names:
+            dcap = {r: caps[r].per_node.get(n, 0) for r in caps}
+            if n != tried and all(dcap[r] >= counts[r] for r in counts):
+                holding.append((sum(dcap.values()), n))
+        holding.sort()
+        for _cap, n in holding:
+            yield frozenset([n])
+
+
 def _topology_fit_gang(
     ctx: CycleContext, state: ClusterState, order: QueueOrder, gang: Gang
 ) -> list[PodPlacement] | None:
-    levels = ctx.topo.all_levels
-    required = gang.topology.required if gang.topology else None
-    top = levels.index(required) if required is not None else -1  # -1: the whole cluster
     names = pod_names(gang)
     if gang.size == 1:
         # one pod: the lowest level is the node; BestFit = the node with the least room that
@@ -97,65 +298,12 @@ def _topology_fit_gang(
             return None
         order.charge(gang, role)
         return [placed]
-    for size_target in ("full", "min"):
-        counts = {
-            r.name: (r.count if size_target == "full" else gang.role_min(r)) for r in gang.roles
-        }
-        if size_target == "min":
-            # fill up to the gang minimum with the first roles' extra pods
-            extra = gang.min_size - sum(counts.values())
-            for r in gang.roles:
-                add = min(extra, r.count - counts[r.name])
-                counts[r.name] += add
-                extra -= add
-        if size_target == "min" and not gang.elastic:
-            break
-        if not order.headroom_ok_counts(gang, counts):
-            return None
-        caps = {
-            r.name: _capacity(
-                state, gang, r, list(state.candidates(gang, r)), max(counts[r.name], ROOM_LIMIT)
-            )
-            for r in gang.roles
-        }
-        # lowest level first, up to the required level (or the root)
-        for li in range(len(levels) - 1, top - 1, -1):
-            if li == -1:
-                domains: list[tuple[str, frozenset[str]]] = [
-                    ("<root>", frozenset(ctx.snapshot.node_by_name))
-                ]
-            else:
-                lv = levels[li]
-                if lv == NODE_LEVEL:
-                    domains = [(n, frozenset([n])) for n in ctx.snapshot.node_by_name]
-                else:
-                    domains = [(d.name, ctx.topo.nodes_in(d)) for d in ctx.topo.domains_at(lv)]
-            holding = []
-            if li == -1 or levels[li] == NODE_LEVEL:
-                per_domain = {
-                    name: {r: sum(caps[r].get(n, 0) for n in members) for r in caps}
-                    for name, members in domains
-                }
-            else:
-                per_domain = {name: dict.fromkeys(caps, 0) for name, _m in domains}
-                for rname, rc in caps.items():
-                    for n, c in rc.items():
-                        dom = ctx.topo.domain_of(n, levels[li])
-                        if dom is not None and dom.name in per_domain:
-                            per_domain[dom.name][rname] += c
-            for name, members in domains:
-                dcap = per_domain[name]
-                if all(dcap[r] >= counts[r] for r in counts):
-                    holding.append((sum(dcap.values()), name, members))
-            if not holding:
-                continue
-            holding.sort(key=lambda h: (h[0], h[1]))
-            for _cap, _name, members in holding:
-                pods = _place_roles(ctx, state, order, gang, counts, members, li, names)
-                if pods is not None:
-                    return pods
-        # try the elastic minimum next
-    return None
+    one = _Gang(ctx, state, order, gang)
+    pods = one.place({r.name: r.count for r in gang.roles})
+    if pods is not None or not gang.elastic:
+        return pods
+    counts = partial_admission_counts(gang, one.fits)
+    return None if counts is None else one.place(counts)
 
 
 def _place_roles(
@@ -174,7 +322,7 @@ def _place_roles(
         if need == 0:
             continue
         role_members = members
-        cands = [n for n in state.candidates(gang, role) if n in members]
+        cands = state.candidates_within(gang, role, members)
         caps = _capacity(state, gang, role, cands, need)
         rreq = role.topology.required if role.topology else None
         if rreq is not None:
@@ -219,9 +367,14 @@ def topology_fit(ctx: CycleContext) -> list[PodPlacement]:
     """Kueue-TAS-like placement (see the module docstring). Returns placed pods."""
     state = ctx.state()
     order = QueueOrder(ctx)
+    failed = FailedPods(state)
     out: list[PodPlacement] = []
     for gang in order:
+        if failed.known(gang):
+            continue
         pods = _topology_fit_gang(ctx, state, order, gang)
         if pods:
             out.extend(pods)
+        else:
+            failed.failed(gang)
     return out

@@ -409,22 +409,40 @@ def check_joint_allocation(ctx: _Ctx) -> Iterator[Violation]:
 
 def check_queue_max(ctx: _Ctx) -> Iterator[Violation]:
     """A queue's running usage (less what the plan evicts) plus what the plan admits stays
-    within its max per resource."""
+    within its max, in every resource that a pod the plan admits for it asks (Volcano's
+    capacity plugin and Kueue check quota only in the resources requested: a GPU-only gang
+    is not held to a CPU max the queue is already over). A max on a model-specific GPU
+    resource (``nvidia.com/a100`` mapped to ``A100`` by ``resources.gpu_model_resources``)
+    counts the GPUs of running pods on nodes of that model and of admitted pods whose gang
+    accepts only that model."""
     s = ctx.snapshot
+    by_model: dict[str, list[str]] = defaultdict(list)
+    for res, model in s.resources.gpu_model_resources.items():
+        by_model[model].append(res)
+
+    def add(counter: Counter[str], requests: dict[str, int], model: str | None) -> set[str]:
+        counter.update(requests)
+        asked = {r for r, v in requests.items() if v > 0}
+        gpu = requests.get(s.gpu, 0)
+        if gpu > 0 and model is not None:
+            for res in by_model.get(model, ()):
+                counter[res] += gpu
+                asked.add(res)
+        return asked
+
     usage: dict[str, Counter[str]] = defaultdict(Counter)
-    admitted: set[str] = set()
+    asked: dict[str, set[str]] = defaultdict(set)
     evicted = ctx.plan.evicted
     for pod in s.running:
         if pod.queue is not None and (pod.namespace, pod.name) not in evicted:
-            usage[pod.queue].update(pod.requests)
+            node = s.node_by_name.get(pod.node)
+            add(usage[pod.queue], dict(pod.requests), node.gpu_model if node else None)
     for _p, gang, role in ctx.pods:
-        usage[gang.queue].update(role.requests)
-        admitted.add(gang.queue)
+        only = gang.gpu_models[0] if len(gang.gpu_models) == 1 else None
+        asked[gang.queue] |= add(usage[gang.queue], dict(role.requests), only)
     for q in s.queues:
-        if q.name not in admitted:
-            continue
         for res, cap in q.max.items():
-            if usage[q.name].get(res, 0) > cap:
+            if res in asked[q.name] and usage[q.name].get(res, 0) > cap:
                 yield Violation(
                     "queue_max",
                     f"queue {q.name!r}: {res} use {format_quantity(res, usage[q.name][res])} "

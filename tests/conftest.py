@@ -8,12 +8,16 @@ about by hand.
 
 from __future__ import annotations
 
+import os
 import resource
+import signal
 import subprocess
 import sys
+import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -225,3 +229,53 @@ def run_limited(
 def gangplan_limited() -> Callable[..., subprocess.CompletedProcess[str]]:
     """``gangplan_limited("convert", "k8s", path)``: see :func:`run_limited`."""
     return run_limited
+
+
+@pytest.fixture
+def sigint_seen() -> Iterator[list[int]]:
+    """A SIGINT handler that records instead of raising, installed as the one the cycle
+    must put back (so a stray signal can never stop pytest)."""
+    seen: list[int] = []
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGINT, record)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def sigint_during_search(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """``arm(again=False)``: the next cycle gets a SIGINT (Ctrl-C) from a thread as soon as
+    its first CP-SAT solve is running; ``again``: a second one as soon as the first is
+    handled (sent from the handler itself, so it is handled next, while the search stops).
+    Use with ``sigint_seen``."""
+    from gangplan.solver.budget import SearchStop
+
+    def arm(again: bool = False) -> None:
+        run, request = SearchStop.run, SearchStop.request
+
+        def run_and_signal(self: SearchStop, solver: Any, model: Any) -> Any:
+            if not self.started.is_set():
+
+                def send() -> None:
+                    while self._solver is None and not self.requested:
+                        threading.Event().wait(0.001)
+                    os.kill(os.getpid(), signal.SIGINT)
+
+                threading.Thread(target=send, daemon=True).start()
+            return run(self, solver, model)
+
+        def request_and_signal(self: SearchStop) -> None:
+            first = not self.requested
+            request(self)
+            if again and first:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        monkeypatch.setattr(SearchStop, "run", run_and_signal)
+        monkeypatch.setattr(SearchStop, "request", request_and_signal)
+
+    return arm

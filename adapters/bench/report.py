@@ -26,6 +26,7 @@ from gangplan.adapters.bench.suites import (
     Run,
     best_baseline,
     evaluate_targets,
+    fallbacks,
 )
 
 __all__ = ["METRICS", "Metric", "write_csv", "write_outputs", "write_report"]
@@ -671,7 +672,8 @@ def write_report(result: BenchResult, out: Path, plots: Sequence[Path] = ()) -> 
         f"(budget: {result.suite.budget or 'none'}). CP-SAT at "
         + ", ".join(f"{t:g} s" for t in result.suite.cpsat_limits)
         + f"; baselines: {', '.join(r for r in result.placers if not r.startswith('cpsat'))}. "
-        f"Plans verified: {verified} of {len(result.runs)}. Load average (1 min): "
+        f"Plans verified: {verified} of {len(result.runs)}. Fallbacks: {fallbacks(result)}. "
+        "Load average (1 min): "
         f"{env.get('load', '?')} (other work on the machine slows every placer).",
         "",
         "## Summary: CP-SAT against the best baseline on the same instance",

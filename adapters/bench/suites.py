@@ -61,6 +61,7 @@ from gangplan.topology import build_topology
 __all__ = [
     "SUITES",
     "BenchResult",
+    "Fallbacks",
     "InstanceInfo",
     "InstanceSpec",
     "ReplayRun",
@@ -72,6 +73,7 @@ __all__ = [
     "best_baseline",
     "default_data_dir",
     "evaluate_targets",
+    "fallbacks",
     "run_suite",
 ]
 
@@ -590,11 +592,55 @@ def _pct(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None else f"{100 * x:.{digits}f}%"
 
 
+@dataclass(frozen=True)
+class Fallbacks:
+    """CP-SAT cycles that returned ``fallback`` (their own plan failed the verifier, so the
+    incumbent was returned): over the suite's instance runs and the replay's cycles."""
+
+    runs: int
+    of_runs: int
+    cycles: int
+    of_cycles: int
+
+    @property
+    def total(self) -> int:
+        return self.runs + self.cycles
+
+    def __str__(self) -> str:
+        text = f"{self.runs} of {self.of_runs} CP-SAT runs"
+        if self.of_cycles:
+            text += f", {self.cycles} of {self.of_cycles} CP-SAT replay cycles"
+        return text
+
+
+def fallbacks(result: BenchResult) -> Fallbacks:
+    """Count the suite's fallbacks (:class:`Fallbacks`)."""
+    cpsat = [r for r in result.runs if r.kind == "cpsat"]
+    replay = [r for r in result.replay if r.placer == "cpsat"]
+    return Fallbacks(
+        runs=sum(1 for r in cpsat if r.status == "fallback"),
+        of_runs=len(cpsat),
+        cycles=sum(r.statuses.get("fallback", 0) for r in replay),
+        of_cycles=sum(r.cycles for r in replay),
+    )
+
+
 def evaluate_targets(result: BenchResult) -> list[Target]:
     """Each benchmark target, met or not, with the figures it rests on (goals for the
     solver, never test limits)."""
     out: list[Target] = []
     cpsat = [r for r in result.runs if r.kind == "cpsat"]
+
+    # 0. no cycle falls back: CP-SAT's own plan always passes its verifier
+    fb = fallbacks(result)
+    out.append(
+        Target(
+            "No CP-SAT cycle falls back (returns the incumbent because its own plan failed the "
+            "verifier).",
+            None if not (fb.of_runs or fb.of_cycles) else fb.total == 0,
+            f"fallbacks: {fb}",
+        )
+    )
 
     # 1. CP-SAT's score at least the best baseline's, on every instance
     bad: list[str] = []

@@ -70,8 +70,9 @@ def schema(output: Path | None) -> None:
     default=10.0,
     show_default=True,
     help=(
-        "CP-SAT budget in seconds, all tiers; the baseline placers that seed it and the "
-        "pending reasons run on top (at 2,000+ nodes they add several seconds)"
+        "budget of the whole cycle in seconds: indexing, baselines, model, search, checks "
+        "and pending reasons (Ctrl-C during the search stops it and keeps the best verified "
+        "plan so far; a second Ctrl-C aborts)"
     ),
 )
 @click.option(

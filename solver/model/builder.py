@@ -22,10 +22,12 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI, Eviction, Gang, Plan, PodPlacement, TierReport
+from gangplan.solver.budget import SearchStop
 from gangplan.solver.context import CycleContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
@@ -57,10 +59,26 @@ class ModelOutcome:
     tiers: tuple[TierReport, ...] = ()
     model_size: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    parts: dict[str, float] = field(default_factory=dict)
+    """wall seconds of ``model`` (index, variables, constraints, objective, hint), ``search``
+    (every tier) and ``plan`` (counts to pods)"""
+    deterministic_time: float = 0.0
+    """CP-SAT's deterministic time, summed over every solve (the hint's completion included)"""
+    interrupted: bool = False
+    """the search was stopped on request (Ctrl-C) before its time was up"""
+
+
+def _run(solver: cp_model.CpSolver, model: cp_model.CpModel, stop: SearchStop | None) -> Any:
+    """``solver.solve(model)``, stoppable through ``stop`` when given."""
+    return solver.solve(model) if stop is None else stop.run(solver, model)
 
 
 def _complete_hint(
-    model: cp_model.CpModel, hint: dict[int, int], cfg: SolverConfig, seconds: float
+    model: cp_model.CpModel,
+    hint: dict[int, int],
+    cfg: SolverConfig,
+    seconds: float,
+    stop: SearchStop | None = None,
 ) -> cp_model.CpSolver | None:
     """Fix the decision variables to the incumbent's values in a copy of the model and let
     CP-SAT fill in every auxiliary variable: a complete, feasible hint (the CP-SAT primer,
@@ -74,8 +92,10 @@ def _complete_hint(
     solver.parameters.random_seed = cfg.seed
     solver.parameters.max_time_in_seconds = seconds
     if cfg.deterministic:
-        solver.parameters.max_deterministic_time = 5.0
-    st = solver.solve(trial)
+        det = cfg.deterministic_time or cfg.time_limit_s
+        solver.parameters.max_deterministic_time = max(0.005, min(5.0, 0.2 * det))
+        solver.parameters.max_time_in_seconds = max(60.0, seconds * 20)
+    st = _run(solver, trial, stop)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     return solver
@@ -86,7 +106,7 @@ def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_sh
     p.random_seed = cfg.seed
     if cfg.deterministic:
         p.num_workers = 1
-        p.max_deterministic_time = max(0.01, det_share)
+        p.max_deterministic_time = max(0.001, det_share)
         p.max_time_in_seconds = max(60.0, seconds * 20)
     else:
         p.num_workers = max(1, cfg.num_workers)
@@ -105,14 +125,21 @@ def solve_model(
     cfg: SolverConfig,
     budget_s: float,
     incumbent_evictions: list[Eviction] | None = None,
+    *,
+    stop: SearchStop | None = None,
 ) -> ModelOutcome:
-    """Optimise the cycle with CP-SAT within ``budget_s`` seconds (see the module docstring).
+    """Optimise the cycle with CP-SAT within ``budget_s`` seconds, building included (see the
+    module docstring). In deterministic mode the search gets ``cfg.deterministic_time``
+    deterministic seconds in all (the completion of the hint included), shared by the tiers.
+    ``stop``: a request to stop (Ctrl-C) ends the search; the best solution so far is used.
 
     ``incumbent_evictions``: the incumbent plan's evictions (preemption on), part of its
     hint. Returns pods and evictions (pods None when CP-SAT found no solution in time),
-    tier reports and model size.
+    tier reports, model size and the time of each part.
     """
     started = time.monotonic()
+    det_budget = cfg.deterministic_time or cfg.time_limit_s
+    det_used = 0.0
     ix = build_index(ctx, cfg, previous, incumbent)
     notes = list(ix.notes)
     if not ix.items:
@@ -137,9 +164,15 @@ def solve_model(
             None,
             model_size=size,
             notes=[*notes, f"model too large ({size['variables']} variables); incumbent returned"],
+            parts={"model": time.monotonic() - started},
         )
     hint = v.hint(incumbent, incumbent_evictions)
-    first = _complete_hint(model, hint, cfg, max(0.05, budget_s * 0.2))
+    built = time.monotonic()
+    first = _complete_hint(model, hint, cfg, max(0.05, (budget_s - (built - started)) * 0.2), stop)
+    if first is not None:
+        det_used += first.response_proto.deterministic_time
+    search_started = time.monotonic()
+    parts = {"model": search_started - started}
     # every full solution found so far (the completed incumbent first), kept as solvers
     # holding their last response: before each tier the best of them that meets every tier
     # fixed so far is the hint, so a tier never ends below what the incumbent had
@@ -195,12 +228,15 @@ def solve_model(
             fix(expr, current)
             continue
         left = budget_s - (time.monotonic() - started)
-        if left < MIN_SLICE_S and current is not None and not cfg.deterministic:
+        interrupted = stop is not None and stop.requested
+        out_of_time = det_budget - det_used < 0.002 if cfg.deterministic else left < MIN_SLICE_S
+        if (out_of_time or interrupted) and current is not None:
             # out of time: keep this tier where it is, so lower tiers cannot undo it
             all_optimal = False
+            why = "interrupted" if interrupted else "time"
             reports.append(
                 TierReport(
-                    name=term.name, value=current + term.const, status="not optimised (time)"
+                    name=term.name, value=current + term.const, status=f"not optimised ({why})"
                 )
             )
             fix(expr, current)
@@ -213,10 +249,11 @@ def solve_model(
             solver,
             cfg,
             max(min(left, MIN_SLICE_S), left * share),
-            (cfg.deterministic_time or cfg.time_limit_s) * share,
+            (det_budget - det_used) * share,
         )
         model.maximize(expr)
-        st = solver.solve(model)
+        st = _run(solver, model, stop)
+        det_used += solver.response_proto.deterministic_time
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if st == cp_model.MODEL_INVALID:
                 notes.append(f"model invalid: {model.validate()}")
@@ -226,7 +263,16 @@ def solve_model(
                 notes.append(f"tier {term.name}: no better solution within its time share")
             all_optimal = False
             if current is None:
-                return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
+                parts["search"] = time.monotonic() - search_started
+                return ModelOutcome(
+                    CycleStatus.INCUMBENT,
+                    None,
+                    model_size=size,
+                    notes=notes,
+                    parts=parts,
+                    deterministic_time=det_used,
+                    interrupted=stop is not None and stop.requested,
+                )
             reports.append(
                 TierReport(name=term.name, value=current + term.const, status="not improved (time)")
             )
@@ -251,9 +297,20 @@ def solve_model(
             )
         )
         fix(expr, value)
+    parts["search"] = time.monotonic() - search_started
+    interrupted = stop is not None and stop.requested
     final = [sol for sol in pool if meets(sol)]
     if not final:
-        return ModelOutcome(CycleStatus.INCUMBENT, None, model_size=size, notes=notes)
+        return ModelOutcome(
+            CycleStatus.INCUMBENT,
+            None,
+            model_size=size,
+            notes=notes,
+            parts=parts,
+            deterministic_time=det_used,
+            interrupted=interrupted,
+        )
+    plan_started = time.monotonic()
     chosen = final[-1]
     solution = v.read(chosen)
     exprs = {t.name: t for t in terms if t.expr is not None}
@@ -275,13 +332,17 @@ def solve_model(
         evictions = plan_evictions(ctx, ix.victims, gone, pods)
     else:
         pods = disaggregate(ix, solution, previous)
+    parts["plan"] = time.monotonic() - plan_started
     return ModelOutcome(
-        CycleStatus.OPTIMAL if all_optimal else CycleStatus.FEASIBLE,
+        CycleStatus.OPTIMAL if all_optimal and not interrupted else CycleStatus.FEASIBLE,
         pods,
         evictions,
         tiers=tuple(reports),
         model_size=size,
         notes=notes,
+        parts=parts,
+        deterministic_time=det_used,
+        interrupted=interrupted,
     )
 
 
@@ -431,9 +492,20 @@ def disaggregate(
         for (i, b), c in sorted(sol.items("x")):
             assign[i] += [b] * c
     else:
+        # every item may use every node of its block (indexing), so any slot of its shape
+        # there will do; items counted per node take their own node's slots first
         left = {key: len(v) for key, v in slots.items()}
+        counted = [(i, b, c) for (i, b), c in sol.items("x") if c > 0]
+        for i, b, c in counted:
+            if ix.items[i].node_level:
+                n = ix.blocks[b].nodes[0]
+                s = ix.items[i].shape
+                if left.get((s, n), 0) < c:
+                    raise RuntimeError(f"disaggregation: no slot left for item {ix.items[i].name}")
+                assign[i] += [n] * c
+                left[(s, n)] -= c
         order = sorted(
-            ((i, b, c) for (i, b), c in sol.items("x") if c > 0),
+            (t for t in counted if not ix.items[t[0]].node_level),
             key=lambda t: (not ix.groups[ix.items[t[0]].group].multi, -t[2], t[0], t[1]),
         )
         for i, b, c in order:

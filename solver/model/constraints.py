@@ -21,6 +21,7 @@ from ortools.sat.python import cp_model
 from gangplan.models import GPU_MILLI
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Owner, Variables
+from gangplan.solver.queue_order import pod_charge, running_charge
 
 __all__ = ["Constraints"]
 
@@ -37,7 +38,7 @@ class Constraints:
         "gang_all_or_nothing",  # placed(g) ∈ {0} ∪ [min_member, size], per role too
         "block_link",  # Σ_{i of shape s} x[i,b] = Σ_{n∈b} z[s,n]   (aggregated mode)
         "node_capacity",  # Σ_s req[s,r]·z[s,n] ≤ free[n,r]  for cpu, memory, ...
-        "gpu_devices",  # whole GPUs from fully free devices; shares per device
+        "gpu_devices",  # whole GPUs from fully free devices (Σ whole[d] = GPUs taken); shares
         "joint_gpu_nic",  # per PCIe switch / NUMA node: GPUs given = NICs given
         "nics",  # Σ_s nics[s]·z[s,n] ≤ free NICs of n
         "domain_uses",  # x[i,b] > 0 ⇒ uses[g,L,D(b)]; uses[child] ⇒ uses[parent]
@@ -98,18 +99,34 @@ class Constraints:
     # ------------------------------------------------------------------ capacity
 
     def _block_link(self) -> None:
-        """Aggregated mode: per leaf block and shape, the pods its items put in the block
-        equal the pods of that shape on the block's nodes."""
-        if self.ix.exact:
+        """Aggregated mode: per block and shape, the pods its items put in the block equal
+        the pods of that shape on the block's nodes; items counted per node (a required
+        node level) count toward the block of each node and fit that node's pods:
+        ``Σ_{i of s} x[i,b] + Σ_{n∈b} y[s,n] = Σ_{n∈b} z[s,n]`` and ``y[s,n] ≤ z[s,n]``,
+        ``y[s,n]`` being the pods those items put on node n. Inside a block every item may
+        use every node (``indexing``), so any pod of shape s may take any of these places."""
+        ix = self.ix
+        if ix.exact:
             return
         per: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+        on_node: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
         for (i, b), var in self.v.all_x():
-            per[(self.ix.items[i].shape, b)].append(var)
+            item = ix.items[i]
+            if item.node_level:
+                n = ix.blocks[b].nodes[0]
+                on_node[(item.shape, n)].append(var)
+                per[(item.shape, ix.block_of_node[n])].append(var)
+            else:
+                per[(item.shape, b)].append(var)
         zs: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+        z_of: dict[tuple[int, int], cp_model.IntVar] = {}
         for (s, n), var in self.v.node_counts():
-            zs[(s, self.ix.block_of_node[n])].append(var)
-        for key in set(per) | set(zs):
+            zs[(s, ix.block_of_node[n])].append(var)
+            z_of[(s, n)] = var
+        for key in sorted(set(per) | set(zs)):
             self.m.add(sum(per.get(key, [])) == sum(zs.get(key, [])))
+        for key, ys in sorted(on_node.items()):
+            self.m.add(sum(ys) <= z_of[key])
 
     def _node_capacity(self) -> None:
         """Per node and resource other than GPUs and NICs: requests placed ≤ free."""
@@ -181,9 +198,11 @@ class Constraints:
                     self.m.add(sum(c * t for c, t in terms) <= free // unit)
             for sh, e in shares:
                 self.m.add(sum(per_shape.get(sh, [])) == e)
-            if whole_terms:
-                given = [w for w in (v.whole(n, d) for d in wfree) if w is not None]
-                self.m.add(sum(given) >= sum(c * e for c, e in whole_terms))
+            # exactly the devices whole GPUs take are marked: the free milli of every device
+            # after the plan is then known (FGD's measure reads it, objective.py)
+            given = [w for w in (v.whole(n, d) for d in wfree) if w is not None]
+            if given or whole_terms:
+                self.m.add(sum(given) == sum(c * e for c, e in whole_terms))
 
     def _joint_gpu_nic(self) -> None:
         """Joint allocation (Koordinator SamePCIe / SameNUMA): a pod asking GPUs and NICs
@@ -310,11 +329,11 @@ class Constraints:
         ix, v = self.ix, self.v
         for g in ix.groups:
             level = g.gang.topology.required if g.gang.topology else None
-            if g.multi and level is not None and level in ix.levels:
+            if g.multi and level is not None and level in v.uses_levels(("g", g.id)):
                 self.m.add(sum(v.uses_at(("g", g.id), level)) <= 1)
             for i in g.items:
                 tc = ix.items[i].role.topology
-                if tc is not None and tc.required is not None and tc.required in ix.levels:
+                if tc is not None and tc.required is not None:
                     doms = v.uses_at(("i", i), tc.required)
                     if doms:
                         self.m.add(sum(doms) <= 1)
@@ -322,12 +341,17 @@ class Constraints:
     # ------------------------------------------------------------------ queues
 
     def _queue_max(self) -> None:
-        """A queue's running usage plus what the cycle admits stays within its max."""
+        """A queue's running usage plus what the cycle admits stays within its max, in the
+        resources the admitted pods ask (:mod:`gangplan.solver.queue_order`: a pod asking
+        none of ``r`` is not held to ``max[r]``; a model-specific GPU resource counts the
+        GPUs of the pods it maps to):
+        ``Σ_{i of q, c_i[r] > 0} c_i[r]·placed(i) ≤ max[q,r] − running[q,r]``, and where the
+        right side is negative, ``placed(i) = 0`` for those items."""
         s = self.ix.snapshot
         running: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for pod in () if self.ix.empty else s.running:
             if pod.queue is not None:
-                for r, val in pod.requests.items():
+                for r, val in running_charge(s, pod).items():
                     running[pod.queue][r] += val
         by_queue: dict[str, list[int]] = defaultdict(list)
         for item in self.ix.items:
@@ -337,19 +361,30 @@ class Constraints:
                 continue
             ids = by_queue[q.name]
             vs = self.ix.victims
+            charge = {i: pod_charge(s, self.ix.items[i].gang, self.ix.items[i].role) for i in ids}
+            # what one pod of each victim unit of the queue counts against its max
+            held_charge = (
+                {
+                    u.id: running_charge(s, u.pods[0])
+                    for u in vs.units
+                    if vs.victims[u.victim].gang.queue == q.name
+                }
+                if vs is not None
+                else {}
+            )
             for r, cap in sorted(q.max.items()):
                 left = cap - running[q.name].get(r, 0)
-                coeffs = [(self.ix.shapes[self.ix.items[i].shape].req(r), i) for i in ids]
+                coeffs = [(charge[i].get(r, 0), i) for i in ids]
                 coeffs = [(c, i) for c, i in coeffs if c > 0]
-                if left < 0:
-                    # already over its max: nothing more may be admitted for this queue
-                    for i in ids:
-                        self.m.add(self.v.placed(i) == 0)
-                    continue
                 if not coeffs:
                     continue
+                if left < 0:
+                    # already over its max: no pod asking this resource may be admitted
+                    for _c, i in coeffs:
+                        self.m.add(self.v.placed(i) == 0)
+                    continue
                 # victims of the queue: what they keep counts, what they give up is free
-                held = vs.queue_terms(q.name, r) if vs is not None else []
+                held = [(c[r], u) for u, c in held_charge.items() if c.get(r, 0) > 0]
                 left += sum(c * vs.units[u].size for c, u in held) if vs is not None else 0
                 unit = _gcd([c for c, _ in coeffs] + [c for c, _ in held])
                 used: list[cp_model.LinearExprT] = [
@@ -442,10 +477,9 @@ class Constraints:
         terms: list[tuple[int, cp_model.LinearExprT]] = [
             (c, v.running(u)) for c, u in vs.resource_terms(s, node, resource)
         ]
-        b = ix.block_of_node[node]
         for i in vs.victims[victim].eligible:
             c = ix.shapes[ix.items[i].shape].req(resource)
-            x = v.x(i, b)
+            x = v.x(i, ix.block_of(i, node))
             if c > 0 and x is not None:
                 terms.append((c, x))
         room = node_obj.allocatable[resource] - vs.fixed[node].get(resource, 0) - back

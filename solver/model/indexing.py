@@ -4,12 +4,21 @@ The model never has a variable per pod. It counts:
 
 * **items** — identical pods that the score cannot tell apart: the pods of one role of a
   multi-pod gang; or all the single-pod gangs that share queue, priority, requests, joint
-  policy and candidate nodes (one item, counted 0..number of such gangs; which of them are
-  admitted is decided afterwards by creation time, which changes no score entry);
+  policy, candidate nodes and what they count against a queue's max (one item, counted
+  0..number of such gangs; which of them are admitted is decided afterwards by creation
+  time, which changes no score entry);
 * **shapes** — items with the same per-pod requests and joint policy compete for the same
   node capacity, so node capacity is written once per shape, not per item;
-* **blocks** — where items are counted: single nodes (exact mode) or leaf domains
-  (aggregated mode, for large cycles; node counts then come from per-shape counts z[s, n]).
+* **blocks** — where items are counted: single nodes (exact mode) or, in aggregated mode
+  (large cycles), the nodes of one leaf domain that the same items may use: a leaf is split
+  by *pattern*, a node's pattern being which items' static candidate lists hold it (GPU
+  models, selectors, affinity, taints, layout, required domains), so that inside a block
+  every item may use every node or none; room is a matter of shape, the same for all items
+  of one shape. Per-shape counts z[s, n] then say how many pods of each shape go on each
+  node, and any item of that shape may take any of them, so turning counts into pods never
+  puts a pod where its gang may not go. An item whose pods must share
+  one node (a required ``node`` level, of its gang or of its role) is counted per node even
+  in aggregated mode (its blocks are single nodes), so that rule stays a constraint.
 
 Impossible pairs are filtered before building: an item's candidate nodes pass every static
 rule (readiness, taints, selectors, affinity, GPU model, declared layout for joint
@@ -78,6 +87,9 @@ class Item:
     """node index -> pods of this item that fit there alone (upper bound)"""
     previous: dict[int, int] = field(default_factory=dict)
     """node index -> pods of this item on that node in the previous plan"""
+    node_level: bool = False
+    """its pods must share one node (a required ``node`` level of its multi-pod gang, or of
+    its role of more than one pod): counted per node in aggregated mode too"""
 
     @property
     def gang(self) -> Gang:
@@ -110,7 +122,8 @@ class Group:
 
 @dataclass(frozen=True)
 class Block:
-    """Where item counts live: a node, or a leaf domain's nodes (aggregated mode)."""
+    """Where item counts live: a node, or nodes of one leaf domain with one pattern
+    (aggregated mode; see the module docstring)."""
 
     id: int
     name: str
@@ -129,6 +142,7 @@ class Index:
     groups: list[Group]
     blocks: list[Block]
     block_of_node: list[int]
+    """node index -> the block holding it (in aggregated mode, its leaf-and-pattern block)"""
     exact: bool
     levels: tuple[str, ...]
     """levels whose 'uses' are modelled, top down (``node`` included only in exact mode)"""
@@ -140,11 +154,21 @@ class Index:
     empty: bool = False
     victims: Victims | None = None
     """running gangs the cycle may evict (preemption on), their capacity free in ``state``"""
+    node_blocks: dict[int, int] = field(default_factory=dict)
+    """aggregated mode: node index -> its single-node block, for the nodes that items
+    counted per node (:attr:`Item.node_level`) may use"""
 
     @property
     def node_index(self) -> dict[str, int]:
         """node name -> index (the context's, built once per cycle)."""
         return self.ctx.node_index
+
+    def block_of(self, item: int, node: int) -> int:
+        """The block that counts ``item``'s pods on ``node``: the node's single-node block
+        for an item counted per node in aggregated mode, else :attr:`block_of_node`."""
+        if not self.exact and self.items[item].node_level:
+            return self.node_blocks[node]
+        return self.block_of_node[node]
 
 
 def _shape_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...]:
@@ -196,18 +220,13 @@ def build_index(
         return shapes[key]
 
     def caps(gang: Gang, role: Role, limit: int) -> dict[int, int]:
-        key = (
-            _shape_key(s, gang, role),
-            state.candidates(gang, role),
-            limit,
-        )
+        cands = state.candidates(gang, role)
+        # the candidate tuple by identity (the state keeps it alive): hashing 5,000 names
+        # for every gang cost more than the capacities
+        key = (_shape_key(s, gang, role), id(cands), limit)
         if key not in cap_cache:
-            out = {}
-            for n in state.candidates(gang, role):
-                c = state.pod_capacity(gang, role, n, limit)
-                if c > 0:
-                    out[nidx[n]] = c
-            cap_cache[key] = out
+            rooms = state.capacities(gang, role, cands, limit)
+            cap_cache[key] = {nidx[n]: c for n, c in zip(cands, rooms, strict=True) if c > 0}
         return cap_cache[key]
 
     items: list[Item] = []
@@ -222,7 +241,9 @@ def build_index(
                 gang.priority,
                 gang.preemption_policy,
                 _shape_key(s, gang, role),
-                state.candidates(gang, role),
+                id(state.candidates(gang, role)),  # by identity: see caps()
+                # what a pod counts against a max on a model-specific GPU resource
+                gang.gpu_models if s.resources.gpu_model_resources else (),
             )
             singles[key].append(gang)
             continue
@@ -245,6 +266,7 @@ def build_index(
                 count=role.count,
                 candidates=sorted(c),
                 cap=c,
+                node_level=_node_level(gang, role),
             )
             for n in prev_nodes.get((gang.key, role.name), []):
                 if n in nidx:
@@ -275,56 +297,36 @@ def build_index(
 
     notes: list[str] = []
     total = sum(len(it.candidates) for it in items)
-    if config.max_pairs and total > config.max_pairs:
-        _prune(items, state, node_names, incumbent or [], config.max_pairs)
-        notes.append(
-            f"candidates pruned: {total} item-node pairs cut to "
-            f"{sum(len(it.candidates) for it in items)} (incumbent's nodes and best-fitting "
-            "nodes kept); the model may miss a better plan"
-        )
     multi_pairs = sum(len(items[i].candidates) for g in groups if g.multi for i in g.items)
-    all_pairs = sum(len(it.candidates) for it in items)
-    exact = topo.leaf_level is None or (multi_pairs + all_pairs) <= config.exact_limit
-    # blocks
+    exact = topo.leaf_level is None or (multi_pairs + total) <= config.exact_limit
+    node_blocks: dict[int, int] = {}
     if exact:
         blocks = [Block(i, n, (i,)) for i, n in enumerate(node_names)]
         block_of_node = list(range(len(node_names)))
         levels = topo.all_levels
     else:
-        leaf = topo.leaf_level
-        assert leaf is not None
-        by_key: dict[object, list[int]] = defaultdict(list)
-        # a node where a victim runs is a block of its own: the rule "no eviction for
-        # nothing" counts the pods of the gangs that may evict it node by node
-        alone = set(victims.by_node) if victims is not None else set()
-        for i, n in enumerate(node_names):
-            anc = topo.ancestors(n)
-            if i in alone:
-                by_key[("victim", n)].append(i)
-            elif all(lv in anc for lv in topo.levels):
-                by_key[anc[leaf]].append(i)
-            else:
-                by_key[("alone", n)].append(i)
-        blocks = []
-        block_of_node = [0] * len(node_names)
-        for bkey, members in sorted(by_key.items(), key=lambda kv: str(kv[0])):
-            name = bkey.name if isinstance(bkey, Domain) else str(bkey[1])  # type: ignore[index]
-            b = Block(len(blocks), name, tuple(members))
-            for m in members:
-                block_of_node[m] = b.id
-            blocks.append(b)
+        blocks, block_of_node, node_blocks = _aggregated_blocks(ctx, state, items, victims)
         levels = topo.levels
+    if config.max_pairs and total > config.max_pairs:
+        # whole blocks are kept or cut, so that an item still may use all or none of a block
+        _prune(items, state, node_names, incumbent or [], config.max_pairs, block_of_node)
         notes.append(
-            f"aggregated mode: gangs counted per leaf ({len(blocks)} blocks); the node-level "
-            "locality and stability entries are derived, not optimised"
+            f"candidates pruned: {total} item-node pairs cut to "
+            f"{sum(len(it.candidates) for it in items)} (incumbent's nodes and best-fitting "
+            f"{'nodes' if exact else 'blocks'} kept); the model may miss a better plan"
+        )
+    if not exact:
+        notes.append(
+            f"aggregated mode: gangs counted per leaf and node pattern ({len(blocks)} blocks); "
+            "the node-level locality and stability entries are derived, not optimised"
         )
     domain_of_block: dict[str, list[object]] = {}
-    for lv in levels:
+    for lv in topo.all_levels:
         keys: list[object] = []
         for b in blocks:
             first = node_names[b.nodes[0]]
             if lv == NODE_LEVEL:
-                keys.append(("node", first))
+                keys.append(("node", first) if len(b.nodes) == 1 else ("block", b.name))
             else:
                 d = topo.domain_of(first, lv)
                 keys.append(d if d is not None else ("alone", first))
@@ -350,7 +352,85 @@ def build_index(
         state=state,
         empty=empty,
         victims=victims,
+        node_blocks=node_blocks,
     )
+
+
+def _node_level(gang: Gang, role: Role) -> bool:
+    """Must the pods of this role share one node? (A required ``node`` level of a multi-pod
+    gang, or of a role of more than one pod.)"""
+    if gang.size > 1 and gang.topology is not None and gang.topology.required == NODE_LEVEL:
+        return True
+    tc = role.topology
+    return role.count > 1 and tc is not None and tc.required == NODE_LEVEL
+
+
+def _aggregated_blocks(
+    ctx: CycleContext, state: ClusterState, items: list[Item], victims: Victims | None
+) -> tuple[list[Block], list[int], dict[int, int]]:
+    """Aggregated mode's blocks: per leaf domain (a node missing a level, or where a victim
+    runs, is a block of its own: the rule "no eviction for nothing" counts the pods of the
+    gangs that may evict it node by node), the nodes of one *pattern* — which static
+    candidate lists (readiness, taints, selectors, affinity, GPU model, layout, required
+    domains: :meth:`~gangplan.solver.state.ClusterState.candidates`) of the items counted
+    per block hold the node — and a single-node block for each node an item counted per
+    node may use.
+
+    Inside a block every item may then use every node statically, or none; room is a
+    matter of shape (the same for every item of one shape: requests and joint policy), so
+    the nodes of a block where an item's shape fits are exactly its candidates there, and
+    the per-shape node counts z[s, n] exist exactly there. Any pod of the shape may take
+    any of them.
+
+    Returns the blocks, the block of each node (its leaf-and-pattern block) and, per node
+    of a single-node block, that block.
+    """
+    topo = ctx.topo
+    leaf = topo.leaf_level
+    assert leaf is not None
+    node_names = ctx.node_names
+    nidx = ctx.node_index
+    classes: dict[int, tuple[tuple[str, ...], int]] = {}
+    """id of a static candidate list -> (the list, kept alive; its class number)"""
+    for it in items:
+        if it.node_level:
+            continue
+        cands = state.candidates(it.gang, it.role)
+        if id(cands) not in classes:
+            classes[id(cands)] = (cands, len(classes))
+    pattern: list[list[int]] = [[] for _ in node_names]
+    for cands, cls in sorted(classes.values(), key=lambda t: t[1]):
+        for name in cands:
+            pattern[nidx[name]].append(cls)
+    by_key: dict[tuple[object, tuple[int, ...]], list[int]] = defaultdict(list)
+    alone = set(victims.by_node) if victims is not None else set()
+    for i, name in enumerate(node_names):
+        anc = topo.ancestors(name)
+        where: object
+        if i in alone:
+            where = ("victim", name)
+        elif all(lv in anc for lv in topo.levels):
+            where = anc[leaf]
+        else:
+            where = ("alone", name)
+        by_key[(where, tuple(pattern[i]))].append(i)
+    blocks: list[Block] = []
+    block_of_node = [0] * len(node_names)
+    per_leaf: dict[object, int] = defaultdict(int)
+    # blocks in the order of their first node (a fixed order, whatever the keys hash to)
+    for (where, _pat), members in sorted(by_key.items(), key=lambda kv: kv[1][0]):
+        base = where.name if isinstance(where, Domain) else str(where[1])  # type: ignore[index]
+        per_leaf[where] += 1
+        name = base if per_leaf[where] == 1 else f"{base}#{per_leaf[where]}"
+        b = Block(len(blocks), name, tuple(members))
+        for m in members:
+            block_of_node[m] = b.id
+        blocks.append(b)
+    node_blocks: dict[int, int] = {}
+    for k in sorted({k for it in items if it.node_level for k in it.candidates}):
+        node_blocks[k] = len(blocks)
+        blocks.append(Block(len(blocks), node_names[k], (k,)))
+    return blocks, block_of_node, node_blocks
 
 
 def _may_fit(
@@ -386,9 +466,13 @@ def _prune(
     node_names: list[str],
     incumbent: list[PodPlacement],
     max_pairs: int,
+    block_of_node: list[int],
 ) -> None:
-    """Keep, per item, the nodes the incumbent uses for it and its best-fitting candidates
-    (fewest whole GPUs left after one pod, then least CPU left), within ``max_pairs``."""
+    """Keep, per item, the blocks holding the nodes the incumbent uses for it and its
+    best-fitting blocks (by their best node: fewest whole GPUs left after one pod, then least
+    CPU left), about ``max_pairs`` item-node pairs in all. Whole blocks are kept (single
+    nodes in exact mode and for items counted per node), so that inside a block an item may
+    still use every node or none."""
     nidx = {n: i for i, n in enumerate(node_names)}
     used: dict[int, set[int]] = defaultdict(set)
     owner = {(g.key, it.role.name): it.id for it in items for g in it.gangs}
@@ -408,10 +492,21 @@ def _prune(
             want = max(1, req.get(state.gpu, 0) // GPU_MILLI)
             return (free_gpu - want, st.resources.get("cpu", 0) - req.get("cpu", 0))
 
-        keep = set(used.get(it.id, set()))
-        for n in sorted(it.candidates, key=lambda n: (fit(n), n)):
-            if len(keep) >= share + len(used.get(it.id, set())):
+        def unit(n: int, it: Item = it) -> int:
+            return n if it.node_level else block_of_node[n]
+
+        members: dict[int, list[int]] = defaultdict(list)
+        for n in it.candidates:
+            members[unit(n)].append(n)
+        keep = {unit(n) for n in used.get(it.id, set()) if unit(n) in members}
+        kept = sum(len(members[u]) for u in keep)
+        limit = share + kept
+        ranked = sorted(members, key=lambda u: (min(fit(n) for n in members[u]), u))
+        for u in ranked:
+            if kept >= limit:
                 break
-            keep.add(n)
-        it.candidates = sorted(keep)
-        it.cap = {n: c for n, c in it.cap.items() if n in keep}
+            if u not in keep:
+                keep.add(u)
+                kept += len(members[u])
+        it.candidates = sorted(n for u in keep for n in members[u])
+        it.cap = {n: c for n, c in it.cap.items() if unit(n) in keep}

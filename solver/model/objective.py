@@ -22,8 +22,9 @@ plan the solution becomes. Where an idea comes from:
 * throughput: milli-GPUs then pods admitted, per priority class (Volcano/Kueue priority);
 * locality: domains used per level, required/preferred levels — Kueue TAS (KEP-2724),
   Volcano network-topology-aware scheduling (HyperNode tiers);
-* fragmentation: partly used GPU nodes and leaves — after FGD (Weng et al., ATC'23), which
-  scores placements by the GPU fragmentation they cause;
+* fragmentation: FGD's expected fragmentation (Weng et al., "Beware of Fragmentation",
+  USENIX ATC '23, §3-§4) — per node, the free milli-GPU the workload's pod shapes cannot
+  use, weighted by popularity — then partly used GPU nodes and leaves;
 * stability: pods kept where the previous plan put them;
 * preemption (on only): evicted pods are lost throughput of their class (fairness is
   measured on the cycle's starting usage); fewer evicted milli-GPU, then pods, then the
@@ -34,12 +35,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
 from math import gcd
+from typing import Any
 
 from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI
+from gangplan.models.quantity import CPU
 from gangplan.solver.fairness import FairShares
+from gangplan.solver.fragmentation import PodShape, Workload, shape_fragmentation
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Variables
 from gangplan.solver.score import score_names
@@ -71,6 +76,7 @@ def build_terms(
     _fairness_and_throughput(model, ix, v, shares, terms)
     _lost_throughput(ix, v, terms)
     _locality(model, ix, v, terms)
+    _expected_fragmentation(model, ix, v, terms)
     _fragmentation(model, ix, v, terms)
     _evictions(ix, v, terms)
     _stability(model, ix, v, terms, previous_pods)
@@ -255,6 +261,330 @@ def _locality(
             modelled=modelled,
             upper=0,
         )
+
+
+@dataclass
+class _Affine:
+    """``const + Σ coef·var``, with bounds from the variables' domains."""
+
+    model: cp_model.CpModel
+    const: int
+    terms: list[tuple[int, cp_model.IntVar]]
+
+    def _range(self) -> tuple[int, int]:
+        lo = hi = self.const
+        for c, var in self.terms:
+            dom = self.model.proto.variables[var.index].domain
+            # (this repeated field does not take negative indices: dom[-1] reads 0)
+            a, b = c * dom[0], c * dom[len(dom) - 1]
+            lo, hi = lo + min(a, b), hi + max(a, b)
+        return lo, hi
+
+    @property
+    def lo(self) -> int:
+        return self._range()[0]
+
+    @property
+    def hi(self) -> int:
+        return self._range()[1]
+
+    def expr(self) -> cp_model.LinearExprT:
+        if not self.terms:
+            return self.const
+        coefs = [c for c, _ in self.terms]
+        return cp_model.LinearExpr.weighted_sum([v for _, v in self.terms], coefs) + self.const
+
+    def plus(self, other: _Affine, k: int = 1) -> _Affine:
+        return _Affine(
+            self.model,
+            self.const + k * other.const,
+            self.terms + [(k * c, var) for c, var in other.terms],
+        )
+
+
+Fits = bool | cp_model.IntVar
+"""A condition after the plan: known (True / False) or a model boolean."""
+
+
+def _kept(v: Variables, unit: int, per_pod: int) -> tuple[int, cp_model.IntVar]:
+    """``per_pod`` times the pods victim unit ``unit`` keeps running, as one
+    ``(coefficient, variable)`` term: ``keep[u]`` for an elastic victim, else
+    ``size(u)·stay[v]``."""
+    vs = v.victims
+    assert vs is not None
+    u = vs.units[unit]
+    if vs.victims[u.victim].elastic:
+        return per_pod, v.keep(unit)
+    return per_pod * u.size, v.stay(u.victim)
+
+
+class _NodeFragmentation:
+    """``Σ_m w_m F_n(m)`` of one node the cycle can touch, as an affine expression over the
+    model's variables (:func:`_expected_fragmentation`)."""
+
+    def __init__(self, model: cp_model.CpModel, ix: Index, v: Variables, n: int):
+        self.m, self.ix, self.v, self.n = model, ix, v, n
+        state = ix.state
+        assert state is not None
+        name = ix.node_names[n]
+        self.st = state.nodes[name]
+        self.gpu_model = ix.snapshot.node_by_name[name].gpu_model
+        on = v.shapes_on(n)
+        shapes = ix.shapes
+        vs = ix.victims
+        cpu_terms = [(-shapes[sh].req(CPU), e) for sh, e in on if shapes[sh].req(CPU)]
+        # the state leaves victims' capacity free: the pods they keep take it back
+        held_cpu = (
+            [_kept(v, u, c) for c, u in vs.resource_terms(ix.snapshot, n, CPU)]
+            if vs is not None
+            else []
+        )
+        self.victim_cpu = bool(held_cpu)
+        cpu_terms += [(-c, var) for c, var in held_cpu]
+        self.cpu = _Affine(model, self.st.resources.get(CPU, 0), cpu_terms)
+        # bounds for "free CPU >= c follows from the GPU condition" (_cpu_known)
+        self.cpu_only = sum(
+            shapes[sh].req(CPU) * _Affine(model, 0, [(1, e)]).hi
+            for sh, e in on
+            if not shapes[sh].gpu_milli
+        )
+        self.cpu_per_milli = max(
+            (
+                Fraction(shapes[sh].req(CPU), shapes[sh].gpu_milli)
+                for sh, _e in on
+                if shapes[sh].gpu_milli
+            ),
+            default=Fraction(0),
+        )
+        self.free0 = sum(self.st.gpu_milli.values())
+        self.devices: list[tuple[str, _Affine]] | None = None
+        if v.has_whole(n):
+            self.devices = []
+            for d in self.st.gpu_order:
+                terms: list[tuple[int, cp_model.IntVar]] = []
+                for sh, _e in on:
+                    var = v.share(sh, n, d) if shapes[sh].share else None
+                    if var is not None:
+                        terms.append((-shapes[sh].share, var))
+                w = v.whole(n, d)
+                if w is not None:
+                    terms.append((-GPU_MILLI, w))
+                if vs is not None:
+                    terms += [
+                        (-c, var) for c, var in (_kept(v, u, m) for m, u in vs.device_terms(n, d))
+                    ]
+                self.devices.append((d, _Affine(model, self.st.gpu_milli[d], terms)))
+            self.total = _Affine(model, 0, [])
+            for _d, a in self.devices:
+                self.total = self.total.plus(a)
+        else:
+            # no shares and no victims' GPUs here (:meth:`Variables.has_whole`): whole GPUs
+            # come from fully free devices, which are alike
+            assert vs is None or not vs.gpu_terms(ix.snapshot, n)
+            self.taken = _Affine(
+                model, 0, [(shapes[sh].whole, e) for sh, e in on if shapes[sh].whole]
+            )
+            self.full = sum(1 for f in self.st.gpu_milli.values() if f == GPU_MILLI)
+            self.total = _Affine(model, self.free0, []).plus(self.taken, -GPU_MILLI)
+        self._at: dict[int, tuple[_Affine, _Affine]] = {}
+        self._ok: dict[tuple[object, ...], Fits] = {}
+
+    def _threshold(self, a: _Affine, at_least: int, what: tuple[object, ...]) -> Fits:
+        """``a ≥ at_least`` after the plan: known, or a ``frag_ok`` boolean reified."""
+        if what in self._ok:
+            return self._ok[what]
+        lo, hi = a._range()
+        got: Fits
+        if at_least <= 0 or lo >= at_least:  # what the plan leaves is never negative
+            got = True
+        elif hi < at_least:
+            got = False
+        else:
+            got = self.v.frag_ok(self.n, what)
+            self.m.add(a.expr() >= at_least).only_enforce_if(got)
+            self.m.add(a.expr() <= at_least - 1).only_enforce_if(got.Not())
+        self._ok[what] = got
+        return got
+
+    def _cpu_known(self, c: int, k: int, g: int) -> bool | None:
+        """Is "free CPU ≥ c" known wherever "k devices with ≥ g free" holds? True / False, or
+        None (the model must say). When k devices keep g free, the plan's GPU pods use at most
+        ``free0 − k·g`` milli-GPU, hence at most that times the largest CPU per milli-GPU of
+        the shapes that may go here, besides the CPU-only pods."""
+        top = self.cpu.const
+        if c <= 0:
+            return True
+        if c > top:
+            return False
+        if self.cpu.lo >= c:
+            return True
+        if self.victim_cpu:
+            return None  # what victims keep is not bounded by the GPU condition
+        used = self.cpu_only + self.cpu_per_milli * max(0, self.free0 - k * g)
+        return True if top - used >= c else None
+
+    def at(self, g: int) -> tuple[_Affine, _Affine]:
+        """(devices with ≥ g milli free, their free milli in all) after the plan."""
+        hit = self._at.get(g)
+        if hit is not None:
+            return hit
+        m, v, n = self.m, self.v, self.n
+        count = _Affine(m, 0, [])
+        amount = _Affine(m, 0, [])
+        if self.devices is None:
+            partial = [f for f in self.st.gpu_milli.values() if g <= f < GPU_MILLI]
+            fulls = _Affine(m, self.full, []).plus(self.taken, -1)
+            count = _Affine(m, len(partial), []).plus(fulls)
+            amount = _Affine(m, sum(partial), []).plus(fulls, GPU_MILLI)
+        else:
+            for d, f in self.devices:
+                lo, hi = f._range()
+                if lo >= g:
+                    count.const += 1
+                    amount = amount.plus(f)
+                elif hi >= g:
+                    ge = v.frag_ge(n, d, g)
+                    m.add(f.expr() >= g).only_enforce_if(ge)
+                    m.add(f.expr() <= g - 1).only_enforce_if(ge.Not())
+                    part = v.frag_part(n, d, g)
+                    m.add(part == f.expr()).only_enforce_if(ge)
+                    m.add(part == 0).only_enforce_if(ge.Not())
+                    count.terms.append((1, ge))
+                    amount.terms.append((1, part))
+        self._at[g] = (count, amount)
+        return count, amount
+
+    def value(self, weights: tuple[tuple[PodShape, int], ...]) -> _Affine:
+        """``Σ_m w_m F_n(m) = W·T_n − Σ_{m fits} w_m·A_n(g_m)`` (W the weights' sum), or, on
+        a node without shares where no shape's CPU is in doubt, ``Σ_j F_n(j)·[j GPUs taken]``
+        (:meth:`_by_taken`)."""
+        groups: dict[tuple[int, int, int], int] = defaultdict(int)
+        for shape, w in weights:
+            if shape.gpus and (not shape.gpu_models or self.gpu_model in shape.gpu_models):
+                groups[(shape.cpu_milli, shape.gpus, shape.gpu_milli)] += w
+        if self.devices is None and all(self._cpu_known(*key) is not None for key in groups):
+            return self._by_taken(weights)
+        out = _Affine(self.m, 0, []).plus(self.total, sum(w for _, w in weights))
+        # shapes whose condition is the same literal (or always true) and whose g is the
+        # same share one product: (fits, g) -> [weight, a key naming the variable]
+        merged: dict[tuple[object, int], list[Any]] = {}
+        for key, w in sorted(groups.items()):
+            c, k, g = key
+            count, _amount = self.at(g)
+            gpus = self._threshold(count, k, ("gpus", k, g))
+            known = self._cpu_known(c, k, g)
+            cpu = self._threshold(self.cpu, c, ("cpu", c)) if known is None else known
+            if gpus is False or cpu is False:
+                continue
+            conds = [x for x in (gpus, cpu) if not isinstance(x, bool)]
+            fits: Fits = True
+            if len(conds) == 1:
+                fits = conds[0]
+            elif conds:
+                fits = self.v.frag_fits(self.n, key)
+                self.m.add_bool_and(conds).only_enforce_if(fits)
+                self.m.add_bool_or([x.Not() for x in conds]).only_enforce_if(fits.Not())
+            slot = (True if isinstance(fits, bool) else fits.index, g)
+            if slot in merged:
+                merged[slot][0] += w
+            else:
+                merged[slot] = [w, key, fits]
+        for (_f, g), (w, key, fits) in merged.items():
+            _count, amount = self.at(g)
+            if isinstance(fits, bool):
+                out = out.plus(amount, -w)
+                continue
+            use = self.v.frag_use(self.n, key, max(0, amount.hi))
+            self.m.add(use == amount.expr()).only_enforce_if(fits)
+            self.m.add(use == 0).only_enforce_if(fits.Not())
+            out.terms.append((-w, use))
+        return out
+
+    def _by_taken(self, weights: tuple[tuple[PodShape, int], ...]) -> _Affine:
+        """A node without shares whose every shape's CPU condition is known
+        (:meth:`_cpu_known`): its measure depends only on how many fully free devices the
+        plan takes, j, so it is ``Σ_j F_n(j)·frag_taken[n, j]`` (``Σ_j frag_taken = 1``,
+        ``Σ_j j·frag_taken = taken``), ``F_n(j)`` computed as the score computes it, with
+        the node's free CPU before the plan (where a shape's CPU matters, it is known)."""
+        m = self.m
+        lo, hi = self.taken._range()
+        lo, hi = max(0, lo), min(self.full, hi)
+        partial = [f for f in self.st.gpu_milli.values() if f < GPU_MILLI]
+        cpu = self.cpu.const
+
+        def f_of(j: int) -> int:
+            frees = tuple(sorted([*partial, *([GPU_MILLI] * (self.full - j)), *([0] * j)]))
+            return sum(w * shape_fragmentation(frees, cpu, self.gpu_model, s) for s, w in weights)
+
+        if lo >= hi:
+            return _Affine(m, f_of(lo), [])
+        flags = [(j, self.v.frag_taken(self.n, j)) for j in range(lo, hi + 1)]
+        m.add_exactly_one([x for _j, x in flags])
+        m.add(sum(j * x for j, x in flags) == self.taken.expr())
+        return _Affine(m, 0, [(f_of(j), x) for j, x in flags])
+
+
+def _expected_fragmentation(
+    model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]
+) -> None:
+    """``fragmentation.expected``: minus ``Σ_n Σ_m w_m F_n(m)`` after the plan, exactly as
+    :func:`~gangplan.solver.score.expected_fragmentation` counts it (the workload of
+    ``Workload.of_snapshot``, weights reduced by their gcd).
+
+    ``F_n(m) = T_n − fits(n, m)·A_n(g_m)``, ``T_n`` the node's free milli-GPU after the plan,
+    ``A_n(g)`` the free milli of its devices with at least ``g`` free, ``fits`` "free CPU ≥
+    c_m and at least k_m such devices" (FGD's measure, ``solver/fragmentation.py``; a shape
+    whose GPU models the node lacks, or that asks no GPU, has ``F_n(m) = T_n``). Per device
+    that GPU shares may use and per distinct ``g``, ``frag_ge`` is reified from the device's
+    free milli (known from ``share`` and ``whole``), ``frag_part`` = free × ``frag_ge``;
+    on nodes without shares the fully free devices are alike and counted. ``frag_fits`` and
+    ``frag_use`` = ``A_n(g)`` × ``frag_fits`` by enforcement literals (exact, both ways,
+    bounded by the node's GPUs × 1000). Nodes no pod of the cycle may go to are a constant.
+    """
+    name = "fragmentation.expected"
+    s = ix.snapshot
+    weights = Workload.of_snapshot(s).reduced()
+    if not weights:
+        terms[name] = ObjectiveTerm(name, None, 0)
+        return
+    state = ix.state
+    assert state is not None
+    const = 0
+    var_terms: list[tuple[int, cp_model.IntVar]] = []
+    memo: dict[tuple[object, ...], int] = {}
+    for n, node_name in enumerate(ix.node_names):
+        st = state.nodes[node_name]
+        if not st.gpu_order:
+            continue
+        gpu_model = s.node_by_name[node_name].gpu_model
+        if not v.shapes_on(n):
+            cpu_free, gpu_free = st.resources.get(CPU, 0), st.gpu_milli
+            if ix.victims is not None and n in ix.victims.by_node:
+                # no pod of the cycle may go here, so no victim here is evicted
+                # (constraint family evictions_needed): the snapshot's own free amounts
+                free = s.free(node_name)
+                cpu_free, gpu_free = free.resources.get(CPU, 0), free.gpu_milli
+            key = (gpu_model, cpu_free, tuple(sorted(gpu_free.values())))
+            if key not in memo:
+                memo[key] = sum(
+                    w * shape_fragmentation(key[2], key[1], gpu_model, m) for m, w in weights
+                )
+            const += memo[key]
+            continue
+        value = _NodeFragmentation(model, ix, v, n).value(weights)
+        const += value.const
+        var_terms += value.terms
+    expr = (
+        cp_model.LinearExpr.weighted_sum([x for _, x in var_terms], [-c for c, _ in var_terms])
+        if var_terms
+        else None
+    )
+    terms[name] = ObjectiveTerm(
+        name,
+        expr,
+        -const,
+        upper=const,  # the entry is never positive: expr + const ≤ 0
+    )
 
 
 def _fragmentation(

@@ -4,7 +4,8 @@ named, hinted from a plan's pods and read back from a solution.
 =================  =====  ====================================================================
 kind               hint   meaning
 =================  =====  ====================================================================
-``x[i,b]``         pods   pods of item *i* in block *b* (node, or leaf in aggregated mode)
+``x[i,b]``         pods   pods of item *i* in block *b* (a node; in aggregated mode the nodes
+                          of one leaf with one pattern, or a node for an item counted per node)
 ``admit[g]``       pods   multi-pod gang *g* admitted (its items between their minimum and
                           full size, or all 0)
 ``z[s,n]``         pods   pods of shape *s* on node *n*, in aggregated mode (linked to ``x``
@@ -34,6 +35,16 @@ kind               hint   meaning
 ``full[u]``        --     unit *u* of an elastic victim keeps all its pods
 ``over[v,n,r]``    --     putting victim *v* (or one pod of unit *u*) back would overflow
                           resource *r* of node *n* (the rule "no eviction for nothing")
+``frag_ge``        --     FGD's measure: GPU *d* of node *n* has at least *g* milli-GPU free
+                          after the plan (key ``(n, d, g)``)
+``frag_part``      --     that device's free milli-GPU when ``frag_ge``, else 0
+``frag_ok``        --     a threshold of one pod shape met on node *n* after the plan: free
+                          CPU ≥ *c* (key ``(n, "cpu", c)``), or devices with ≥ *g* free ≥ *k*
+                          (key ``(n, "gpus", k, g)``)
+``frag_fits``      --     pods of shape (*c*, *k*, *g*) fit node *n* after the plan (both)
+``frag_use``       --     the free milli-GPU those pods could use there (0 unless they fit)
+``frag_taken``     --     node *n* (no GPU shares) has exactly *j* fully free GPUs taken by
+                          the plan (key ``(n, j)``; one of them is 1)
 =================  =====  ====================================================================
 
 *hint*: ``pods`` — a *decision* variable, whose value :meth:`Variables.hint` derives from a
@@ -62,6 +73,7 @@ from ortools.sat.python import cp_model
 from gangplan.models import GPU_MILLI, Eviction, PodPlacement
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.preemption import Victims
+from gangplan.topology import NODE_LEVEL
 
 __all__ = ["KINDS", "Kind", "Solution", "Variables"]
 
@@ -104,6 +116,12 @@ KINDS: tuple[Kind, ...] = (
     Kind("keep", True),
     Kind("full", False),
     Kind("over", False),
+    Kind("frag_ge", False),
+    Kind("frag_part", False),
+    Kind("frag_ok", False),
+    Kind("frag_fits", False),
+    Kind("frag_use", False),
+    Kind("frag_taken", False),
 )
 """Every kind, in the order the hint lists them."""
 
@@ -184,7 +202,7 @@ class Variables:
         for item in ix.items:
             per_block: dict[int, int] = {}
             for n in item.candidates:
-                b = ix.block_of_node[n]
+                b = ix.block_of(item.id, n)
                 per_block[b] = per_block.get(b, 0) + item.cap[n]
             for b, cap in sorted(per_block.items()):
                 self._int(
@@ -360,16 +378,25 @@ class Variables:
         ix = self.ix
         kind, oid = owner
         if kind == "g":
-            return ix.levels if ix.groups[oid].multi else ()
+            group = ix.groups[oid]
+            if not group.multi:
+                return ()
+            if not ix.exact and all(ix.items[i].node_level for i in group.items):
+                # a gang that requires the node level is counted per node (Item.node_level)
+                return (*ix.levels, NODE_LEVEL)
+            return ix.levels
         item = ix.items[oid]
         tc = item.role.topology
         wanted = [x for x in (tc.required, tc.preferred) if x] if tc else []
         if not wanted or item.count <= 1 or not ix.groups[item.group].multi:
             return ()
-        lows = [ix.levels.index(y) for y in ix.levels if y in wanted]
+        levels = ix.levels
+        if not ix.exact and item.node_level:
+            levels = (*levels, NODE_LEVEL)
+        lows = [levels.index(y) for y in levels if y in wanted]
         if not lows:
             return ()
-        return ix.levels[: max(lows) + 1]
+        return levels[: max(lows) + 1]
 
     def _owner_items(self, owner: Owner) -> list[int]:
         kind, oid = owner
@@ -516,6 +543,67 @@ class Variables:
             var = self._bool("over", key, f"over[{name}]")
         return var
 
+    # ------------------------------------------------------------------ fragmentation
+
+    def frag_ge(self, node: int, device: str, milli: int) -> cp_model.IntVar:
+        """``frag_ge[n, d, g]``: GPU ``device`` of ``node`` has ``milli`` or more free."""
+        key = (node, device, milli)
+        var = self._vars["frag_ge"].get(key)
+        if var is None:
+            name = f"frag_ge[{self.ix.node_names[node]}/{device},{milli}]"
+            var = self._bool("frag_ge", key, name)
+        return var
+
+    def frag_part(self, node: int, device: str, milli: int) -> cp_model.IntVar:
+        """``frag_part[n, d, g]``: 0 .. 1000, the device's free milli-GPU when ``frag_ge``."""
+        key = (node, device, milli)
+        var = self._vars["frag_part"].get(key)
+        if var is None:
+            name = f"frag_part[{self.ix.node_names[node]}/{device},{milli}]"
+            var = self._int("frag_part", key, GPU_MILLI, name)
+        return var
+
+    def frag_ok(self, node: int, what: tuple[object, ...]) -> cp_model.IntVar:
+        """``frag_ok[n, what]``: ``("cpu", c)`` free CPU ≥ c; ``("gpus", k, g)`` at least k
+        devices with ≥ g milli-GPU free (after the plan)."""
+        key = (node, *what)
+        var = self._vars["frag_ok"].get(key)
+        if var is None:
+            label = ",".join(str(w) for w in what)
+            var = self._bool("frag_ok", key, f"frag_ok[{self.ix.node_names[node]},{label}]")
+        return var
+
+    def frag_fits(self, node: int, shape: tuple[int, int, int]) -> cp_model.IntVar:
+        """``frag_fits[n, (c, k, g)]``: a pod of c milli-CPU and k GPUs of g milli fits."""
+        key = (node, shape)
+        var = self._vars["frag_fits"].get(key)
+        if var is None:
+            label = ",".join(str(x) for x in shape)
+            name = f"frag_fits[{self.ix.node_names[node]},{label}]"
+            var = self._bool("frag_fits", key, name)
+        return var
+
+    def frag_use(self, node: int, shape: tuple[int, int, int], ub: int) -> cp_model.IntVar:
+        """``frag_use[n, (c, k, g)]``: 0 .. ``ub``, the free milli-GPU of devices with ≥ g
+        free when such a pod fits, else 0."""
+        key = (node, shape)
+        var = self._vars["frag_use"].get(key)
+        if var is None:
+            label = ",".join(str(x) for x in shape)
+            name = f"frag_use[{self.ix.node_names[node]},{label}]"
+            var = self._int("frag_use", key, ub, name)
+        return var
+
+    def frag_taken(self, node: int, taken: int) -> cp_model.IntVar:
+        """``frag_taken[n, j]``: the plan takes exactly ``taken`` fully free GPUs of
+        ``node``."""
+        key = (node, taken)
+        var = self._vars["frag_taken"].get(key)
+        if var is None:
+            name = f"frag_taken[{self.ix.node_names[node]},{taken}]"
+            var = self._bool("frag_taken", key, name)
+        return var
+
     # ------------------------------------------------------------------ hint and read
 
     def by_kind(self) -> dict[str, dict[Key, cp_model.IntVar]]:
@@ -590,7 +678,7 @@ class _HintRules:
             if i is None or n is None:
                 continue
             item = ix.items[i]
-            self.x[(i, ix.block_of_node[n])] += 1
+            self.x[(i, ix.block_of(i, n))] += 1
             self.z[(item.shape, n)] += 1
             if ix.groups[item.group].multi:
                 self.admitted.add(item.group)

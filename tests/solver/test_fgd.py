@@ -228,24 +228,26 @@ def test_fgd_is_a_baseline() -> None:
     assert BASELINES["fgd"] is fgd
 
 
-def test_the_contexts_workload_replaces_the_pending_pods(
+def test_the_contexts_workload_replaces_the_snapshots(
     snapshot_of: Callable[..., Snapshot],
 ) -> None:
-    """By default M is the pending pods: one 300m share (1 cpu), so F_n(M) is the free milli
-    of devices below 300. n1 (1000, 1000, 500, 200): F = 200; on gpu-0 (700, 1000, 500, 200)
-    F = 200, Δ = 0; on gpu-2 (1000, 1000, 200, 200) F = 400, Δ = +200. n2 (all free): Δ = 0
-    on any device. Ties go to the first node and device: n1, gpu-0. Against the context's
-    M = {300m: 2, one GPU: 1, CPU-only: 1} the choice is n1, gpu-2 (Δ = -200, worked out in
-    ``test_the_pod_goes_where_fragmentation_grows_least``)."""
+    """By default M is the snapshot's pending and running pods, one each: the pending 300m
+    share and the running 500m and 800m shares (1 cpu each). n1 (1000, 1000, 500, 200): F =
+    200 + 200 + 700 = 1100 (devices below 300, 500, 800). On gpu-0 (700, 1000, 500, 200): 200
+    + 200 + 1400 = 1800, Δ = +700 (gpu-1 alike); on gpu-2 (1000, 1000, 200, 200): 400 + 400 +
+    400 = 1200, Δ = +100; gpu-3 does not hold 300. n2 (all free, F = 0): (700, 1000, 1000,
+    1000) gives 0 + 0 + 700, Δ = +700. So n1, gpu-2. Against a context's M = {300m: 1} only
+    the devices below 300 count: n1 on gpu-0 keeps F = 200 (Δ = 0), on gpu-2 F = 400 (Δ =
+    +200), n2 Δ = 0; ties go to the first node and device: n1, gpu-0."""
     snap = cluster(snapshot_of, [share_gang("p")])
     default = fgd(CycleContext.of(snap))
-    assert (default[0].node, default[0].gpus) == ("n1", ("gpu-0",))
-    wl = Workload.from_counts({SHARE_300: 2, ONE_GPU: 1, CPU_ONLY: 1})
+    assert (default[0].node, default[0].gpus) == ("n1", ("gpu-2",))
+    wl = Workload.from_counts({SHARE_300: 1})
     given = fgd(CycleContext.of(snap, workload=wl))
-    assert (given[0].node, given[0].gpus) == ("n1", ("gpu-2",))
+    assert (given[0].node, given[0].gpus) == ("n1", ("gpu-0",))
     # the cycle's entry point takes the same context
     result = run_baseline_in(CycleContext.of(snap, workload=wl), "fgd")
-    assert result.plan.pods[0].gpus == ("gpu-2",)
+    assert result.plan.pods[0].gpus == ("gpu-0",)
     assert verify(snap, result.plan) == []
 
 

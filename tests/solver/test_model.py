@@ -206,10 +206,12 @@ def test_every_variable_is_the_containers_and_every_decision_is_hinted(
 def test_the_mixed_instance_exercises_every_kind() -> None:
     """So that the tests above see every kind (aggregated mode adds ``z``; exact mode the
     others: shares and whole GPUs on n2, joint groups with fewer NICs than GPUs on n0/n1, a
-    required leaf, a role's preferred leaf, fair shares and fragmentation, and with a
-    previous plan the pods kept; the preemption instance: victims whole and elastic)."""
+    required leaf, a role's preferred leaf, fair shares and fragmentation with the
+    per-device measure, and with a previous plan the pods kept; the binding instance, whose
+    nodes take no GPU shares, the measure by GPUs taken; the preemption instance: victims
+    whole and elastic)."""
     kinds = set()
-    for _name, s, cfg in (INSTANCES[0], INSTANCES[2], INSTANCES[-1]):
+    for _name, s, cfg in (INSTANCES[0], INSTANCES[1], INSTANCES[2], INSTANCES[-1]):
         _model, v = _build(s, cfg, run_baseline(s, "greedy").plan)
         kinds |= {k for k, vs in v.by_kind().items() if vs}
     assert kinds == {k.name for k in KINDS}
@@ -230,15 +232,22 @@ def test_the_families_may_be_added_in_any_order(
     first would lose its constraints in some order and change it (e.g. a required level
     added before the domain 'uses' exist would have nothing to sum)."""
     reference = solve_cycle(s, config=cfg)
-    assert reference.status is CycleStatus.OPTIMAL, reference.notes
+    # in aggregated mode node locality is derived after the solve, not optimised: the cycle
+    # may return the incumbent, better there; the entries before it are compared
+    statuses = (
+        {CycleStatus.OPTIMAL} if cfg.exact_limit else {CycleStatus.OPTIMAL, CycleStatus.INCUMBENT}
+    )
+    names = reference.score.names
+    upto = len(names) if cfg.exact_limit else names.index("locality.node")
+    assert reference.status in statuses, reference.notes
     assert verify(s, reference.plan) == []
     if name == "binding":
         assert reference.score["p0.gpu_milli"] == 8000  # worked out beside BINDING
     for order in _orders():
         monkeypatch.setattr(Constraints, "FAMILIES", order)
         got = solve_cycle(s, config=cfg)
-        assert got.status is CycleStatus.OPTIMAL, (order, got.notes)
-        assert got.score == reference.score, order
+        assert got.status in statuses, (order, got.notes)
+        assert got.score.values[:upto] == reference.score.values[:upto], order
         assert verify(s, got.plan) == []
 
 

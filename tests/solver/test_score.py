@@ -19,7 +19,7 @@ from gangplan.solver.verify import verify
 
 FLAT = ("locality.preferred", "locality.node")
 TREE = ("locality.preferred", "locality.spine", "locality.leaf", "locality.node")
-TAIL = ("fragmentation.gpu_nodes", "fragmentation.leaves", "stability")
+TAIL = ("fragmentation.expected", "fragmentation.gpu_nodes", "fragmentation.leaves", "stability")
 
 
 def cls(c: int) -> tuple[str, ...]:
@@ -59,11 +59,11 @@ def test_priority_class_before_fairness_of_lower_classes(two_nodes, one_role_gan
     # A: hi and lo-a. Class 10: qa at 500,000 = target. Class 0: qa at 500,000 >= 250,000,
     # qb at 0: shortfall 250,000 x 1000. Both nodes full: no fragmentation.
     a = judged(snap, {"hi": [("w", "n1")], "lo-a": [("w", "n2")]})
-    assert a.entries == expect(names, (0, 0, 4000, 1, -250_000_000, 0, 4000, 1, 0, 0, 0, 0, 0))
+    assert a.entries == expect(names, (0, 0, 4000, 1, -250_000_000, 0, 4000, 1, 0, 0, 0, 0, 0, 0))
     # B: lo-a and lo-b: a perfectly fair class 0 and more of it, but class 10 gets nothing:
     # qa short 500,000 x 1000 there.
     b = judged(snap, {"lo-a": [("w", "n1")], "lo-b": [("w", "n2")]})
-    assert b.entries == expect(names, (-500_000_000, 0, 0, 0, 0, 0, 8000, 2, 0, 0, 0, 0, 0))
+    assert b.entries == expect(names, (-500_000_000, 0, 0, 0, 0, 0, 8000, 2, 0, 0, 0, 0, 0, 0))
     assert a > b
 
 
@@ -81,10 +81,14 @@ def test_fairness_before_throughput_within_a_class(two_nodes, one_role_gang, jud
     names = (*cls(0), *FLAT, *TAIL)
     # more: a1 + a2, 8 GPUs; qb short 375,000 x 1000
     more = judged(snap, {"a1": [("w", "n1")], "a2": [("w", "n2")]})
-    assert more.entries == expect(names, (-375_000_000, 0, 8000, 2, 0, 0, 0, 0, 0))
-    # fair: a1 + b1, 7 GPUs; qa at 500,000 short 125,000 x 1000; n2 has 3 of 4 GPUs taken
+    assert more.entries == expect(names, (-375_000_000, 0, 8000, 2, 0, 0, 0, 0, 0, 0))
+    # fair: a1 + b1, 7 GPUs; qa at 500,000 short 125,000 x 1000; n2 has 3 of 4 GPUs taken.
+    # Expected fragmentation (workload: the pending pods, 4-GPU x 2 and 3-GPU x 1): n2's one
+    # free GPU holds neither shape, so all 1000 milli count for both: 2 x 1000 + 1 x 1000.
+    # (In every other plan of these tests each node is full, or holds the workload's shapes
+    # with no device partly free: 0.)
     fair = judged(snap, {"a1": [("w", "n1")], "b1": [("w", "n2")]})
-    assert fair.entries == expect(names, (-125_000_000, 0, 7000, 2, 0, 0, -1, 0, 0))
+    assert fair.entries == expect(names, (-125_000_000, 0, 7000, 2, 0, 0, -3000, -1, 0, 0))
     assert fair > more
 
 
@@ -102,13 +106,13 @@ def test_weight_zero_is_served_last(two_nodes, one_role_gang, judged) -> None:
     )
     names = (*cls(0), *FLAT, *TAIL)
     both = judged(snap, {"a1": [("w", "n1")], "z1": [("w", "n2")]})
-    assert both.entries == expect(names, (0, 0, 8000, 2, 0, 0, 0, 0, 0))
+    assert both.entries == expect(names, (0, 0, 8000, 2, 0, 0, 0, 0, 0, 0))
     # qz short 500,000, not multiplied by a weight
     only_a = judged(snap, {"a1": [("w", "n1")]})
-    assert only_a.entries == expect(names, (0, -500_000, 4000, 1, 0, 0, 0, 0, 0))
+    assert only_a.entries == expect(names, (0, -500_000, 4000, 1, 0, 0, 0, 0, 0, 0))
     # qz takes everything: qa short 500,000 x 1000
     only_z = judged(snap, {"z1": [("w", "n1")], "z2": [("w", "n2")]})
-    assert only_z.entries == expect(names, (-500_000_000, 0, 8000, 2, 0, 0, 0, 0, 0))
+    assert only_z.entries == expect(names, (-500_000_000, 0, 8000, 2, 0, 0, 0, 0, 0, 0))
     assert both > only_a > only_z
 
 
@@ -125,16 +129,16 @@ def test_locality_level_by_level(fat_tree, one_role_gang, judged) -> None:
 
     # one leaf, two full nodes
     leaf = judged(snap, pods("n1", "n1", "n2", "n2"))
-    assert leaf.entries == expect(names, (0, 0, 8000, 4, 0, 0, 0, -1, 0, 0, 0))
+    assert leaf.entries == expect(names, (0, 0, 8000, 4, 0, 0, 0, -1, 0, 0, 0, 0))
     # one spine, two leaves, two full nodes; both leaves half used
     spine = judged(snap, pods("n1", "n1", "n3", "n3"))
-    assert spine.entries == expect(names, (0, 0, 8000, 4, 0, 0, -1, -1, 0, -2, 0))
+    assert spine.entries == expect(names, (0, 0, 8000, 4, 0, 0, -1, -1, 0, 0, -2, 0))
     # one spine, two leaves, four half-used nodes
     spread = judged(snap, pods("n1", "n2", "n3", "n4"))
-    assert spread.entries == expect(names, (0, 0, 8000, 4, 0, 0, -1, -3, -4, -2, 0))
+    assert spread.entries == expect(names, (0, 0, 8000, 4, 0, 0, -1, -3, 0, -4, -2, 0))
     # two spines: s1/l1 and s2/l1 are two leaves although both are named l1
     spines = judged(snap, pods("n1", "n1", "n5", "n5"))
-    assert spines.entries == expect(names, (0, 0, 8000, 4, 0, -1, -1, -1, 0, -2, 0))
+    assert spines.entries == expect(names, (0, 0, 8000, 4, 0, -1, -1, -1, 0, 0, -2, 0))
     # a gang split across two leaves of one spine beats two spines, even with more nodes
     # and more fragmentation
     assert leaf > spine > spread > spines
@@ -157,11 +161,11 @@ def test_preferred_level_moves_to_the_front(fat_tree, one_role_gang, judged) -> 
     # two spines, two leaves, two nodes for g: preferred -1, spine -1, leaf -1, node 0 + h's -1.
     # Partly used: n7, n8; leaves s1/l1, s2/l1, s2/l2 (4 of 8 GPUs each).
     few_nodes = judged(snap, {"g": [("w", "n1"), ("w", "n1"), ("w", "n5"), ("w", "n5")], "h": h})
-    assert few_nodes.entries == expect(names, (0, 0, 12000, 6, -1, -1, -1, -1, -2, -3, 0))
+    assert few_nodes.entries == expect(names, (0, 0, 12000, 6, -1, -1, -1, -1, 0, -2, -3, 0))
     # one spine, two leaves, four nodes for g: preferred -3, spine 0, leaf -1, node h's -1.
     # Partly used: n1..n4, n7, n8; leaves s1/l1, s1/l2, s2/l2.
     one_spine = judged(snap, {"g": [("w", "n1"), ("w", "n2"), ("w", "n3"), ("w", "n4")], "h": h})
-    assert one_spine.entries == expect(names, (0, 0, 12000, 6, -3, 0, -1, -1, -6, -3, 0))
+    assert one_spine.entries == expect(names, (0, 0, 12000, 6, -3, 0, -1, -1, 0, -6, -3, 0))
     # without the preference one_spine would win on the spine; with it, few nodes wins
     assert few_nodes > one_spine
 
@@ -177,14 +181,126 @@ def test_fragmentation_partly_used_nodes_then_leaves(fat_tree, one_role_gang, ju
     names = (*cls(0), *TREE, *TAIL)
     # on n1: n1 full; leaf s1/l1 has 4 of 8 -> one partly used leaf
     fill = judged(snap, {"h": [("w", "n1")]})
-    assert fill.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, -1, 0))
+    assert fill.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, 0, -1, 0))
     # on n2, same leaf: n1 and n2 half used; s1/l1 partly used
     same_leaf = judged(snap, {"h": [("w", "n2")]})
-    assert same_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, -2, -1, 0))
+    assert same_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, -2, -1, 0))
     # on n3, another leaf: n1 and n3 half used; s1/l1 and s1/l2 partly used
     other_leaf = judged(snap, {"h": [("w", "n3")]})
-    assert other_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, -2, -2, 0))
+    assert other_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, -2, -2, 0))
     assert fill > same_leaf > other_leaf
+
+
+# three nodes for FGD's measure (Weng et al., ATC'23: F_n(m) is the free milli-GPU of n that
+# pods of shape m cannot use; all of it when m does not fit n). The declared workload:
+#   S: a 500m share with 1 cpu, weight 2;  W: 2 whole GPUs with 4 cpu, weight 1;
+#   B: 1 whole GPU of model B (any cpu), weight 1.  Weights' gcd 1.
+# a: model A, 4 GPUs, 8 cpu; a running pod holds 700m of gpu-0 (and 1 cpu): free
+#    (300, 1000, 1000, 1000), 7 cpu.
+# b: model B, 2 GPUs, 2 cpu, empty: free (1000, 1000), 2 cpu.
+# c: model A, 1 GPU, 4 cpu, empty: free (1000), 4 cpu.
+FGD_NODES = [
+    {"name": "a", "gpu_model": "A", "allocatable": {"nvidia.com/gpu": 4, "cpu": 8}},
+    {"name": "b", "gpu_model": "B", "allocatable": {"nvidia.com/gpu": 2, "cpu": 2}},
+    {"name": "c", "gpu_model": "A", "allocatable": {"nvidia.com/gpu": 1, "cpu": 4}},
+]
+FGD_WORKLOAD = [
+    {"requests": {"nvidia.com/gpu": "500m", "cpu": 1}, "weight": 2},
+    {"requests": {"nvidia.com/gpu": 2, "cpu": 4}, "weight": 1},
+    {"requests": {"nvidia.com/gpu": 1}, "gpu_models": ["B"], "weight": 1},
+]
+
+
+def test_expected_fragmentation_by_hand_on_three_nodes(snapshot_of, plan_of) -> None:
+    snap = snapshot_of(
+        nodes=FGD_NODES,
+        queues=[{"name": "q"}],
+        running=[
+            {
+                "name": "r",
+                "node": "a",
+                "requests": {"nvidia.com/gpu": "700m", "cpu": 1},
+                "devices": ["gpu-0"],
+            }
+        ],
+        gangs=[
+            {
+                "name": "s",
+                "queue": "q",
+                "roles": [
+                    {"name": "w", "count": 1, "requests": {"nvidia.com/gpu": "500m", "cpu": 1}}
+                ],
+            },
+            {
+                "name": "w2",
+                "queue": "q",
+                "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 2, "cpu": 4}}],
+            },
+        ],
+        workload=FGD_WORKLOAD,
+    )
+    # Nothing placed.
+    #   a (300, 1000, 1000, 1000), 7 cpu: S fits, gpu-0's 300 < 500 -> 300; W fits, 300 < 1000
+    #     -> 300; B: model A, not accepted -> all 3300.      2*300 + 300 + 3300 = 4200
+    #   b (1000, 1000), 2 cpu: S fits, nothing too small -> 0; W needs 4 cpu -> all 2000;
+    #     B fits -> 0.                                         0 + 2000 + 0 = 2000
+    #   c (1000), 4 cpu: S 0; W needs 2 GPUs -> 1000; B not accepted -> 1000.  0+1000+1000
+    nothing = score(snap, plan_of(snap, {}))
+    assert nothing["fragmentation.expected"] == -(4200 + 2000 + 2000)
+    # s (500m) on a's gpu-1 and w2 (2 GPUs) on a's gpu-2 and gpu-3: a (300, 500, 0, 0), 2 cpu.
+    #   S: fits (gpu-1 holds 500), too small: gpu-0 300 -> 300; W: 4 cpu > 2 -> all 800;
+    #   B: not accepted -> 800.                                2*300 + 800 + 800 = 2200
+    on_a = plan_of(
+        snap, {"s": [("w", "a", {"gpus": ["gpu-1"], "gpu_milli": 500})], "w2": [("w", "a")]}
+    )
+    assert verify(snap, on_a) == []
+    assert score(snap, on_a)["fragmentation.expected"] == -(2200 + 2000 + 2000)
+    # apart: s on b's gpu-0, w2 on a's gpu-2 and gpu-3.
+    #   a (300, 1000, 0, 0), 3 cpu: S 300; W: one device holds 1000, it needs 2 -> all 1300;
+    #     B -> 1300.                                           2*300 + 1300 + 1300 = 3200
+    #   b (500, 1000), 1 cpu: S fits, nothing below 500 -> 0; W: 1 cpu < 4 -> 1500; B fits
+    #     (gpu-1), gpu-0's 500 < 1000 -> 500.                  0 + 1500 + 500 = 2000
+    #   c unchanged: 2000.                                     3200 + 2000 + 2000 = 7200
+    apart = plan_of(
+        snap,
+        {
+            "s": [("w", "b", {"gpus": ["gpu-0"], "gpu_milli": 500})],
+            "w2": [("w", "a", {"gpus": ["gpu-2", "gpu-3"]})],
+        },
+    )
+    assert verify(snap, apart) == []
+    assert score(snap, apart)["fragmentation.expected"] == -7200
+    assert score(snap, on_a) > score(snap, apart)  # both on a fragments less
+
+
+def test_the_default_workload_is_the_pending_and_running_pods(snapshot_of, plan_of) -> None:
+    # No declared workload: the pending 500m share (1 cpu) and the running 700m share (1 cpu),
+    # one pod each. a (300, 1000, 1000, 1000), 7 cpu: both fit; too small: 300 for each
+    # -> 300 + 300. b and c hold both with nothing too small: 0.
+    snap = snapshot_of(
+        nodes=FGD_NODES,
+        queues=[{"name": "q"}],
+        running=[
+            {
+                "name": "r",
+                "node": "a",
+                "requests": {"nvidia.com/gpu": "700m", "cpu": 1},
+                "devices": ["gpu-0"],
+            }
+        ],
+        gangs=[
+            {
+                "name": "s",
+                "queue": "q",
+                "roles": [
+                    {"name": "w", "count": 1, "requests": {"nvidia.com/gpu": "500m", "cpu": 1}}
+                ],
+            }
+        ],
+    )
+    assert score(snap, plan_of(snap, {}))["fragmentation.expected"] == -600
+    # s on c: c (500), 3 cpu: 700m does not fit -> 500; 500m fits, nothing too small -> 0.
+    assert score(snap, plan_of(snap, {"s": [("w", "c")]}))["fragmentation.expected"] == -1100
 
 
 def test_stability_counts_pods_moved_from_the_previous_plan(
@@ -196,8 +312,8 @@ def test_stability_counts_pods_moved_from_the_previous_plan(
     previous = plan_of(snap, {"g": [("w", "n1")]})
     stay = plan_of(snap, {"g": [("w", "n1")]})
     move = plan_of(snap, {"g": [("w", "n2")]})
-    assert score(snap, stay, previous).entries == expect(names, (0, 0, 4000, 1, 0, 0, 0, 0, 0))
-    assert score(snap, move, previous).entries == expect(names, (0, 0, 4000, 1, 0, 0, 0, 0, -1))
+    assert score(snap, stay, previous).entries == expect(names, (0, 0, 4000, 1, 0, 0, 0, 0, 0, 0))
+    assert score(snap, move, previous).entries == expect(names, (0, 0, 4000, 1, 0, 0, 0, 0, 0, -1))
     # without a previous plan the entry is 0
     assert score(snap, move)["stability"] == 0
     assert score(snap, stay, previous) > score(snap, move, previous)
@@ -230,5 +346,5 @@ def test_score_ignores_pods_of_unknown_role_or_node(fat_tree, one_role_gang) -> 
     )
     names = (*cls(0), *TREE, *TAIL)
     assert score(snap, plan).entries == expect(
-        names, (-31_250_000, 0, 1000, 1, 0, 0, 0, 0, -1, -1, 0)
+        names, (-31_250_000, 0, 1000, 1, 0, 0, 0, 0, 0, -1, -1, 0)
     )

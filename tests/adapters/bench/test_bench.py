@@ -15,12 +15,20 @@ from gangplan.adapters.bench.report import METRICS, ratio
 from gangplan.adapters.bench.suites import (
     SUITES,
     BenchResult,
+    InstanceInfo,
+    ReplayRun,
+    Run,
     Skipped,
     evaluate_targets,
+    fallbacks,
     philly_spec,
 )
 from gangplan.adapters.cli import main
+from gangplan.adapters.files import load_snapshot
 from gangplan.solver.baselines import BASELINES
+from gangplan.solver.metrics import plan_metrics
+from gangplan.solver.result import assemble_plan
+from gangplan.solver.score import score
 
 INSTANCES = ("default", "fat-tree-64-load50")
 PLACERS = (*BASELINES, "cpsat@1s")
@@ -131,13 +139,14 @@ def test_report_has_every_metric_for_every_placer(small_run) -> None:
         assert f"| {inst} |" in report
     n = len(INSTANCES) * len(PLACERS)
     assert f"Plans verified: {n} of {n}." in report
+    assert "Fallbacks: " in report  # CP-SAT runs that fell back, counted (issue 9)
     for target in evaluate_targets(BenchResult(suite=SUITES["small"])):
         assert target.text in report
 
 
 def test_targets_of_an_empty_run_are_not_measured() -> None:
     targets = evaluate_targets(BenchResult(suite=SUITES["small"]))
-    assert len(targets) == 5  # issue 5 lists five
+    assert len(targets) == 6  # issue 5 lists five; issue 9 adds "no fallback"
     assert all(t.met is None for t in targets)
 
 
@@ -152,6 +161,32 @@ def test_targets_of_an_empty_run_are_not_measured() -> None:
 )
 def test_ratio_to_the_best_baseline(cpsat, base, expected) -> None:
     assert ratio(cpsat, base) == expected
+
+
+def _cpsat_run(status: str) -> Run:
+    """A CP-SAT run of the given status on the default instance (an empty plan)."""
+    s, _ = load_snapshot(None)
+    plan = assemble_plan(s, [], {})
+    info = InstanceInfo("i", "default", len(s.nodes), 0.0, 0.0, 0, 0.0, 0, None, None, "")
+    return Run(
+        info, "cpsat@1s", "cpsat", 1.0, status, 1.0, [], plan_metrics(s, plan), score(s, plan)
+    )
+
+
+def test_a_fallback_in_any_run_fails_its_target() -> None:
+    """Issue 9: "a cycle that returns fallback in any benchmark run is a failed target"."""
+    result = BenchResult(
+        suite=SUITES["small"], runs=[_cpsat_run("optimal"), _cpsat_run("fallback")]
+    )
+    replay = ReplayRun("cpsat", 0, None, 0.9, 1.3, 10.0, 0, 1.0, 7, {"feasible": 5, "fallback": 2})
+    result.replay.append(replay)
+    fb = fallbacks(result)
+    assert (fb.runs, fb.of_runs, fb.cycles, fb.of_cycles) == (1, 2, 2, 7)
+    target = evaluate_targets(result)[0]
+    assert target.met is False
+    assert "1 of 2 CP-SAT runs, 2 of 7 CP-SAT replay cycles" in target.evidence
+    clean = BenchResult(suite=SUITES["small"], runs=[_cpsat_run("optimal")])
+    assert evaluate_targets(clean)[0].met is True
 
 
 def test_suites_are_those_of_issue_5() -> None:

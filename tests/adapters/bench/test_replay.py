@@ -127,15 +127,18 @@ def test_topology_fit_by_hand(hand: tuple[Path, Path]) -> None:
 
 
 def test_cpsat_cycles_by_hand(hand: tuple[Path, Path]) -> None:
-    """Cycles of 2. {p0, p1}: both fit anywhere; the fragmentation entry prefers them on
-    one node (one partly used GPU node, not two): 300m left there, 1000 on the other.
-    {p2, p3}: only one of them fits the free GPU, throughput takes p2 (700m > 600m).
-    End: 1400 of 2000 (batching loses here what FGD's order-aware choice keeps)."""
+    """Cycles of 2. {p0 (300m), p1 (400m)}: both fit anywhere. The expected-fragmentation
+    entry (workload: the cycle's pods, 300m and 400m, one each) looks ahead: together on one
+    node they leave 300 there, which a 400m pod cannot use (F = 300); apart they leave 700
+    and 600, which both shapes use (F = 0). So apart, before the partly-used-node count.
+    {p2 (700m), p3 (600m)}: each fits the GPU left with its own size: all placed, 2000 of
+    2000 (with the partly-used-node count first, CP-SAT put p0 and p1 together and lost
+    p3, as FGD's one-pod look-ahead does not)."""
     cfg = ReplayConfig(target=1.1, batch=2, time_limit_s=2.0, workers=1)
     r = replay(*hand, "cpsat", 0, cfg)
     assert r.cycles == 2 and sum(r.statuses.values()) == 2 and len(r.cycle_times_s) == 2
-    assert (r.placed_pods, r.failed_pods, r.failed_gpu_milli) == (3, 1, 600)
-    assert r.allocated_at == {1.0: pytest.approx(0.7)}
+    assert (r.placed_pods, r.failed_pods, r.failed_gpu_milli) == (4, 0, 0)
+    assert r.allocated_at == {1.0: pytest.approx(1.0)}
 
 
 def test_summary_of_runs(hand: tuple[Path, Path]) -> None:

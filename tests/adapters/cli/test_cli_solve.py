@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -20,6 +21,22 @@ def test_solve_writes_a_plan_that_verifies(tmp_path: Path) -> None:
     snapshot, _ = load_snapshot(None)
     assert verify(snapshot, load_plan(out)) == []
     assert "plan written to" in r.output
+
+
+def test_ctrl_c_during_the_search_still_writes_a_verified_plan(
+    tmp_path: Path, sigint_during_search: Callable[..., None], sigint_seen: list[int]
+) -> None:
+    out = tmp_path / "plan.yaml"
+    sigint_during_search()
+    r = CliRunner().invoke(main, ["solve", "--time-limit", "600", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    snapshot, _ = load_snapshot(None)
+    plan = load_plan(out)
+    assert verify(snapshot, plan) == []
+    assert plan.summary is not None
+    assert any(n.startswith("interrupted (Ctrl-C)") for n in plan.summary.notes)
+    assert "note: interrupted (Ctrl-C)" in r.output
+    assert sigint_seen == []
 
 
 def test_solve_json_has_one_outcome_per_gang() -> None:

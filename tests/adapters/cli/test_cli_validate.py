@@ -513,6 +513,7 @@ def test_verify_json_has_the_raw_score_tuple(tmp_path: Path) -> None:
         ["locality.preferred", 0],
         ["locality.leaf", 0],
         ["locality.node", -1],
+        ["fragmentation.expected", 0],  # every GPU taken: no free milli-GPU left to strand
         ["fragmentation.gpu_nodes", 0],
         ["fragmentation.leaves", 0],
         ["stability", 0],

@@ -1,0 +1,138 @@
+"""The cycle's budget: the whole cycle inside its limit (deterministic clock: CP-SAT's
+deterministic time and work units, never wall time), the fastest baseline's plan when the
+limit is too short, and Ctrl-C during the search."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+import pytest
+
+from gangplan.adapters.traces.generate import generate_fat_tree
+from gangplan.models import Snapshot
+from gangplan.solver.baselines import BASELINES, EXPECTED_COST
+from gangplan.solver.budget import Budget
+from gangplan.solver.cycle import solve_cycle
+from gangplan.solver.result import CycleStatus, SolverConfig
+from gangplan.solver.verify import verify
+
+
+def _instance(seed: int = 3) -> Snapshot:
+    # 16 nodes of 8 GPUs, half held by running pods, 1.3 x the free GPUs asked
+    return generate_fat_tree(spines=2, leaves_per_spine=2, nodes_per_leaf=4, load=0.5, seed=seed)
+
+
+@pytest.mark.parametrize("limit", [0.05, 0.3, 2.0])
+def test_the_whole_cycle_stays_inside_a_deterministic_budget(limit: float) -> None:
+    s = _instance()
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=limit)
+    r = solve_cycle(s, None, cfg)
+    assert verify(s, r.plan) == []
+    # every part is charged in deterministic seconds, and together they fit the limit
+    assert {"context", "baseline.greedy", "check", "reasons"} <= set(r.work)
+    assert sum(r.work.values()) <= limit
+    # and each part's wall time is reported, in the result and in the plan's summary
+    assert r.plan.summary is not None
+    assert set(r.plan.summary.parts) == set(r.parts)
+    assert "baseline.greedy" in r.plan.summary.parts
+
+
+def test_the_search_is_charged_its_deterministic_time() -> None:
+    s = _instance()
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2.0)
+    r = solve_cycle(s, None, cfg)
+    # CP-SAT ran (the baselines of 16 nodes cost far less than a deterministic second)
+    assert r.work.get("search", 0.0) > 0
+    assert "model" in r.parts and "search" in r.parts
+    assert sum(r.work.values()) <= 2.0
+
+
+def test_a_budget_too_short_for_the_incumbent_still_returns_the_fastest_baselines_plan() -> None:
+    s = _instance()
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=1e-9)
+    r = solve_cycle(s, None, cfg)
+    fastest = min(BASELINES, key=lambda n: EXPECTED_COST[n])
+    assert fastest == "greedy"
+    # the cheapest baseline always runs: its plan is verified and returned
+    assert r.status is CycleStatus.INCUMBENT
+    assert r.plan.summary is not None
+    assert r.plan.summary.placer == "cpsat (incumbent: greedy)"
+    assert verify(s, r.plan) == []
+    assert r.plan.pods  # 16 nodes with half their GPUs free: greedy places gangs
+    # the others are skipped, and so is CP-SAT, each said in the notes
+    assert list(r.baseline_scores) == ["greedy"]
+    for name in BASELINES:
+        if name != "greedy":
+            assert any(n.startswith(f"baseline {name} skipped") for n in r.notes), r.notes
+    assert any(n.startswith("no time left for CP-SAT") for n in r.notes), r.notes
+    assert "search" not in r.parts
+
+
+def test_budget_clocks() -> None:
+    now = [10.0]
+    b = Budget(5.0, clock=lambda: now[0])
+    with b.part("a"):
+        now[0] += 2.0
+    assert b.parts == {"a": 2.0}
+    assert b.left() == 3.0
+    b.charge("a", units=10**9)  # work units count only on the deterministic clock
+    assert b.left() == 3.0
+    d = Budget(1.0, deterministic=True, clock=lambda: now[0])
+    with d.part("a"):
+        now[0] += 100.0  # wall time does not count
+    d.charge("a", units=500_000, seconds=0.25)  # 0.5 deterministic s of work + CP-SAT's 0.25
+    assert d.left() == pytest.approx(0.25)
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def test_ctrl_c_during_the_search_returns_the_best_verified_plan(
+    sigint_during_search: Callable[..., None], sigint_seen: list[int]
+) -> None:
+    s = _instance(seed=5)
+    handler = signal.getsignal(signal.SIGINT)
+    sigint_during_search()
+    r = solve_cycle(s, None, SolverConfig(time_limit_s=600))
+    assert r.interrupted
+    assert any(n.startswith("interrupted (Ctrl-C)") for n in r.notes), r.notes
+    assert verify(s, r.plan) == []
+    # never worse than the incumbent, which it had before the search
+    assert r.incumbent_score is not None and not r.score < r.incumbent_score
+    assert r.status is not CycleStatus.OPTIMAL
+    # the handler is the cycle's only during the search: the previous one is back, and the
+    # signal went to the cycle's, not to it
+    assert signal.getsignal(signal.SIGINT) is handler
+    assert sigint_seen == []
+
+
+def test_a_second_ctrl_c_aborts(
+    sigint_during_search: Callable[..., None], sigint_seen: list[int]
+) -> None:
+    s = _instance(seed=5)
+    handler = signal.getsignal(signal.SIGINT)
+    sigint_during_search(again=True)
+    with pytest.raises(KeyboardInterrupt):
+        solve_cycle(s, None, SolverConfig(time_limit_s=600))
+    assert signal.getsignal(signal.SIGINT) is handler
+    assert sigint_seen == []
+
+
+def test_no_handler_is_installed_when_not_interruptible(
+    monkeypatch: pytest.MonkeyPatch, sigint_seen: list[int]
+) -> None:
+    s = _instance()
+    installed: list[object] = []
+    real = signal.signal
+
+    def spy(signum: int, handler: object) -> object:
+        installed.append(handler)
+        return real(signum, handler)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(signal, "signal", spy)
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.3)
+    solve_cycle(s, None, SolverConfig(**{**cfg.__dict__, "interruptible": False}))
+    assert installed == []
+    solve_cycle(s, None, cfg)
+    assert len(installed) == 2  # installed around the search, then the previous put back
