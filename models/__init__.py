@@ -11,7 +11,8 @@ Every public name is exported here; the modules:
 - ``limits``: the bounds on sizes that no real cluster reaches (``MAX_NODES``, ...);
 - ``instance``: the instance file's schema and its expansion into a snapshot;
 - ``preemption``: who may evict whom (``PreemptionRules``, ``RunningGang``);
-- ``plan``: the plan a cycle returns.
+- ``plan``: the plan a cycle returns;
+- ``moves``: a move plan in waves (``gangplan replan``).
 """
 
 from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key
@@ -32,6 +33,16 @@ from gangplan.models.limits import (
     MAX_NODES,
     MAX_PODS,
     MAX_PODS_PER_GANG,
+)
+from gangplan.models.moves import (
+    DEFAULT_MAX_MOVING_PER_NODE,
+    DisruptionBudget,
+    GangMove,
+    LeftOut,
+    MovedPod,
+    MovePlan,
+    Wave,
+    WaveLimits,
 )
 from gangplan.models.plan import (
     Eviction,
@@ -72,6 +83,7 @@ from gangplan.models.snapshot import (
 
 __all__ = [
     "API_VERSION",
+    "DEFAULT_MAX_MOVING_PER_NODE",
     "GPU_MILLI",
     "MAX_DEVICES",
     "MAX_DEVICES_PER_NODE",
@@ -80,13 +92,18 @@ __all__ = [
     "MAX_PODS",
     "MAX_PODS_PER_GANG",
     "DeviceLayout",
+    "DisruptionBudget",
     "Eviction",
     "Gang",
+    "GangMove",
     "GangOutcome",
     "InstanceError",
     "InstanceFile",
     "JointPolicy",
+    "LeftOut",
     "Level",
+    "MovePlan",
+    "MovedPod",
     "Node",
     "NodeFree",
     "NodePool",
@@ -121,6 +138,8 @@ __all__ = [
     "TierReport",
     "Toleration",
     "TopologyConstraint",
+    "Wave",
+    "WaveLimits",
     "WorkloadShape",
     "format_quantity",
     "gang_key",
