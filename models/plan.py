@@ -143,8 +143,9 @@ class Eviction(Frozen):
     ``pod``, ``namespace``, ``node``: the running pod; ``gang``: its running gang (None for
     a pod of no gang). ``for_gang``: the key (``namespace/name``) of the pending gang the
     plan admits in the room it frees; ``kind``: ``priority`` (a lower priority in the same
-    queue) or ``reclaim`` (a queue taking back its guaranteed amount); ``reason``: a sentence
-    with the numbers.
+    queue), ``reclaim`` (a queue taking back its guaranteed amount) or ``move``
+    (``gangplan replan``: the pod is placed anew, as gang ``for_gang``); ``reason``: a
+    sentence with the numbers.
     """
 
     pod: str
@@ -152,7 +153,7 @@ class Eviction(Frozen):
     gang: str | None = None
     node: str
     for_gang: str
-    kind: Literal["priority", "reclaim"]
+    kind: Literal["priority", "reclaim", "move"]
     reason: str = ""
 
 

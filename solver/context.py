@@ -9,7 +9,7 @@ every cache a placer or the model fills lives in the context or in a state it ha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gangplan.models import Snapshot
 from gangplan.solver.budget import WorkMeter
@@ -17,6 +17,9 @@ from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.solver.fragmentation import Workload
 from gangplan.solver.state import ClusterState
 from gangplan.topology import Topology, build_topology
+
+if TYPE_CHECKING:
+    from gangplan.solver.model.moves import MoveSpec
 
 __all__ = ["CycleContext"]
 
@@ -46,6 +49,9 @@ class CycleContext:
     indexed: bool = True
     """placers answer from node classes (:mod:`gangplan.solver.ranking`); False: by scanning
     every node, the reference the tests compare with"""
+    moves: MoveSpec | None = None
+    """running gangs that may move, and the budget (``gangplan replan``,
+    :mod:`gangplan.solver.model.moves`); None: running gangs move only if preempted"""
     _template: ClusterState | None = field(default=None, init=False, repr=False, compare=False)
     """the state built from the snapshot, once, on the first :meth:`state` call"""
 

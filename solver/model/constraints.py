@@ -20,6 +20,7 @@ from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI
 from gangplan.solver.model.indexing import Index
+from gangplan.solver.model.moves import add_moves
 from gangplan.solver.model.variables import Owner, Variables
 from gangplan.solver.queue_order import pod_charge, running_charge
 
@@ -46,6 +47,7 @@ class Constraints:
         "queue_max",  # Σ_{gangs of q} req·placed ≤ max[q] − running[q]
         "victims_whole",  # kept(v) ∈ {0} ∪ [min_member, size]; no eligible gang: stay
         "evictions_needed",  # evicted(v) ⇒ ∨ over[v,n,r]: putting v back overflows n
+        "moves_replaced",  # replan: admit[copy(v)] = 1 − stay[v]; Σ moved ≤ budget
     )
     """Every family, by name (the method is ``_`` + name); the order does not matter."""
 
@@ -425,7 +427,7 @@ class Constraints:
         ``fixed[n,r] + Σ_u req·running(u) + back + Σ_{i eligible} req[i,r]·x[i,n] > alloc[n,r]``,
         ``over`` marking which (node, resource) overflows."""
         vs, v = self.ix.victims, self.v
-        if vs is None:
+        if vs is None or self.ix.ctx.moves is not None:  # a move is not lost: no such rule
             return
         for vic in vs.victims:
             whole: list[cp_model.IntVar] = []
@@ -459,6 +461,12 @@ class Constraints:
                     self.m.add(sum(part) >= 1).only_enforce_if(lits)
                 else:
                     self.m.add_bool_or([v.stay(vic.id).negated(), v.full(u)])
+
+    def _moves_replaced(self) -> None:
+        """Replan: a moved gang is placed again, whole, and the moves stay within the
+        budget (:func:`~gangplan.solver.model.moves.add_moves`)."""
+        if self.ix.ctx.moves is not None:
+            add_moves(self.m, self.ix, self.v, self.ix.ctx.moves)
 
     def _overflow(
         self, victim: int, node: int, resource: str, back: int, key: tuple[object, ...]

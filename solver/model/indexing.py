@@ -334,6 +334,9 @@ def build_index(
     if victims is not None:
         rules = s.preemption_rules
         for vic in victims.victims:
+            if ctx.moves is not None:  # a move makes room for the whole plan
+                vic.eligible = [it.id for it in items]
+                continue
             vic.eligible = [it.id for it in items if rules.kind(it.gang, vic.gang) is not None]
     return Index(
         snapshot=s,

@@ -175,13 +175,16 @@ def find_victims(ctx: CycleContext, gangs: list[Gang], state: ClusterState) -> V
     capacity is released in ``state`` (None: preemption is off or there is no victim)."""
     s = ctx.snapshot
     rules = s.preemption_rules
-    if not rules.enabled:
+    if ctx.moves is not None:  # replan: the gangs that may move, and only they
+        chosen = [rules.gangs[k] for k in ctx.moves.copies if k in rules.gangs]
+    elif not rules.enabled:
         return None
-    chosen = [
-        rg
-        for rg in rules.gangs.values()
-        if rules.evictable(rg) and any(rules.kind(g, rg) is not None for g in gangs)
-    ]
+    else:
+        chosen = [
+            rg
+            for rg in rules.gangs.values()
+            if rules.evictable(rg) and any(rules.kind(g, rg) is not None for g in gangs)
+        ]
     if not chosen:
         return None
     victims: list[Victim] = []
@@ -305,6 +308,21 @@ def plan_evictions(
     out: list[Eviction] = []
     for vid, gone in evicted.items():
         vic = vs.victims[vid]
+        if ctx.moves is not None and vic.gang.key in ctx.moves.copies:
+            copy = ctx.moves.copies[vic.gang.key]
+            out += [
+                Eviction(
+                    pod=p.name,
+                    namespace=p.namespace,
+                    gang=p.gang,
+                    node=p.node,
+                    for_gang=copy,
+                    kind="move",
+                    reason=f"moved: placed anew as {copy}",
+                )
+                for p in sorted(gone, key=lambda p: (p.node, p.name))
+            ]
+            continue
         nodes = {p.node for p in vic.gang.pods}
         best: tuple[tuple[int, int, str], Gang] | None = None
         for node in nodes:

@@ -1,0 +1,142 @@
+"""``gangplan replan``: the cycle with running gangs allowed to move, the frontier of what
+each move budget buys, and the move plan in waves (:mod:`gangplan.solver.replan`). Parses
+options, calls, renders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gangplan.adapters.cli.common import (
+    OUTPUT,
+    SECONDS,
+    UserError,
+    echo_warnings,
+    guard_output,
+    main,
+)
+from gangplan.adapters.files import STDOUT, dump_data, load_snapshot, write_output
+
+__all__ = ["frontier_lines", "replan"]
+
+_INSTANCE = click.Path(dir_okay=False, path_type=Path)
+
+
+def frontier_lines(result: object) -> list[str]:
+    """The frontier as a table: per move budget, what it buys."""
+    from gangplan.solver.replan import ReplanResult
+
+    assert isinstance(result, ReplanResult)
+    head = f"{'budget':>6} {'moved':>5} {'GPUs':>5} {'admitted':>8} {'largest':>7} {'stranded':>8}  score"
+    out = [
+        "frontier (largest: GPUs of the largest gang of whole-node pods that fits in one leaf; "
+        "stranded: free GPUs no such pod can use)",
+        head,
+    ]
+    for p in result.frontier:
+        entries = ", ".join(
+            f"{n}={v}" for n, v in zip(p.score.names, p.score.values, strict=True) if v
+        )
+        out.append(
+            f"{p.budget:>6} {p.moved_gangs:>5} {p.moved_gpus:>5} {p.admitted:>8} "
+            f"{p.largest_gang_gpus:>7} {p.stranded_gpus:>8}  {entries or '0'}"
+        )
+    mp = result.move_plan
+    out.append(
+        f"move plan: {mp.moved_gangs} gangs ({mp.moved_pods} pods) in {len(mp.waves)} waves"
+        + (f"; {len(mp.left_out)} moves left out" if mp.left_out else "")
+    )
+    for x in mp.left_out:
+        out.append(f"  left out {x.gang}: {x.reason}")
+    return out
+
+
+@main.command()
+@click.argument("instance", type=_INSTANCE, required=False)
+@click.option(
+    "--max-moved-gangs",
+    type=click.IntRange(min=0),
+    help="largest move budget (default: every movable gang)",
+)
+@click.option(
+    "--max-moved-gpus", type=click.IntRange(min=0), help="GPUs moved at most, at every budget"
+)
+@click.option(
+    "--max-moving-per-node",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="pods moving off one node per wave (Koordinator's default)",
+)
+@click.option(
+    "--max-moving-per-namespace",
+    type=click.IntRange(min=1),
+    help="pods of one namespace moving per wave (default: no cap)",
+)
+@click.option(
+    "--candidates",
+    type=click.IntRange(min=1),
+    help="running gangs offered to the model (default: every movable one)",
+)
+@click.option(
+    "--pod-gpus",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="pod size of the frontier's largest gang",
+)
+@click.option(
+    "--time-limit",
+    type=SECONDS,
+    default=20.0,
+    show_default=True,
+    help="seconds for the whole frontier",
+)
+@click.option("--deterministic", is_flag=True, help="one worker, deterministic time (for tests)")
+@click.option("-o", "--output", type=OUTPUT, help="write the move plan (kind: MovePlan) here")
+def replan(
+    instance: Path | None,
+    max_moved_gangs: int | None,
+    max_moved_gpus: int | None,
+    max_moving_per_node: int,
+    max_moving_per_namespace: int | None,
+    candidates: int | None,
+    pod_gpus: int,
+    time_limit: float,
+    deterministic: bool,
+    output: Path | None,
+) -> None:
+    """Move running gangs of INSTANCE to make room: the frontier per move budget, and the
+    move plan of the best one, in waves."""
+    from gangplan.models import WaveLimits
+    from gangplan.solver.replan import ReplanSettings
+    from gangplan.solver.replan import replan as run
+    from gangplan.solver.result import SolverConfig
+
+    guard_output(output, instance, kind=None)
+    snapshot, warnings = load_snapshot(instance)
+    echo_warnings(warnings)
+    settings = ReplanSettings(
+        max_moved_gangs=max_moved_gangs,
+        max_moved_gpus=max_moved_gpus,
+        pod_gpus=pod_gpus,
+        max_candidates=candidates,
+        limits=WaveLimits(
+            max_moving_per_node=max_moving_per_node,
+            max_moving_per_namespace=max_moving_per_namespace,
+        ),
+        config=SolverConfig(time_limit_s=time_limit, deterministic=deterministic),
+    )
+    result = run(snapshot, settings)
+    problems = [str(v) for v in result.violations] + result.plan_violations
+    if problems:
+        raise UserError(["the move plan fails its verifier (a bug):", *problems])
+    lines = frontier_lines(result)
+    if output is not None:
+        data = result.move_plan.model_dump(mode="json", by_alias=True, exclude_none=True)
+        write_output(output, dump_data(data, "json" if output.suffix == ".json" else "yaml"))
+    for line in lines:
+        click.echo(line)
+    if output is not None and str(output) != STDOUT:
+        click.echo(f"move plan written to {output}")
