@@ -9,7 +9,8 @@ Overview (:func:`replan`):
 2. :func:`move_snapshot`: the snapshot with each movable gang a victim of the preemption
    model and a pending **copy** of it (same pods by name, same queue and priority, roles by
    identical requests, required to stay within the lowest topology domain that holds it
-   now, on its GPU model, never preempting anyone); other running pods stay put;
+   now, on its GPU model, never preempting anyone, charged to :data:`MOVES_QUEUE`); other
+   running pods stay put;
 3. per move budget ``0, 1, 2, 4, 8, ...`` up to ``max_moved_gangs``: CP-SAT on that
    snapshot (:mod:`gangplan.solver.model.moves`), hinted with the previous budget's
    solution (the first with the best baseline plan, no move); each solve gets an equal
@@ -41,9 +42,11 @@ from gangplan.models import (
     Gang,
     GangOutcome,
     MovePlan,
+    PendingReason,
     Plan,
     PodPlacement,
     PreemptionSettings,
+    Queue,
     Role,
     RunningGang,
     RunningPod,
@@ -54,7 +57,7 @@ from gangplan.models import (
 from gangplan.solver.baselines import BASELINES
 from gangplan.solver.context import CycleContext
 from gangplan.solver.cycle import run_baseline_in
-from gangplan.solver.fairness import fair_shares
+from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.solver.fragmentation import Workload
 from gangplan.solver.model.builder import solve_model
 from gangplan.solver.model.moves import MoveSpec
@@ -79,6 +82,11 @@ __all__ = [
 ]
 
 COPY_SUFFIX = ".mv"
+MOVES_QUEUE = "gangplan-moves"
+"""The queue copies are charged to: one without a fair target or a max, so a move neither
+counts twice in its queue's dominant share (the running gang's usage stays in the fair
+shares' base) nor changes the targets. Its queue's max is checked on the final state by the
+verifier (a move that frees quota there is not modelled)."""
 """Appended to a moving gang's name and to each of its pods' for its copy (``.mv`` names
 the copy apart from any real gang: dots are allowed in object names)."""
 
@@ -249,7 +257,7 @@ def _copy_gang(snapshot: Snapshot, topo: Topology, rg: RunningGang, name: str) -
     return Gang(
         name=name,
         namespace=rg.namespace,
-        queue=rg.queue or "",
+        queue=MOVES_QUEUE,
         priority=rg.priority,
         creation_time=rg.admitted or 0.0,
         roles=roles,
@@ -282,18 +290,27 @@ def move_snapshot(
         p.model_copy(update={"preemptible": (p.namespace, p.name) in moving, "min_member": None})
         for p in snapshot.running
     )
+    queue = Queue(name=MOVES_QUEUE)
     out = Snapshot(
         resources=snapshot.resources,
         levels=snapshot.levels,
         device_layouts=snapshot.device_layouts,
         nodes=snapshot.nodes,
-        queues=snapshot.queues,
+        queues=(*snapshot.queues, queue) if new else snapshot.queues,
         gangs=(*snapshot.gangs, *new),
         running=running,
         preemption=PreemptionSettings(enabled=True, grace_s=0.0, now=snapshot.preemption.now),
         metadata=snapshot.metadata,
     )
     return out, copies
+
+
+def _shares(snapshot: Snapshot, s2: Snapshot) -> FairShares:
+    """The original snapshot's fair shares (targets, base), over the classes of the move
+    snapshot's pending gangs (copies included, so their admission is throughput)."""
+    fs = fair_shares(snapshot)
+    classes = {g.priority for g in s2.gangs} | set(fs.classes)
+    return dataclasses.replace(fs, classes=tuple(sorted(classes, reverse=True)))
 
 
 def budgets(top: int) -> list[int]:
@@ -369,6 +386,13 @@ def _assign_single_copies(
     return keep
 
 
+_NOT_PLACED = PendingReason(
+    kind="lost",
+    family="lost",
+    message="not placed by the replan: no room for it within the move budget",
+)
+
+
 @dataclass
 class _Solved:
     pods: list[PodPlacement]
@@ -393,14 +417,14 @@ def _solve(
 def _point(
     s2: Snapshot,
     topo: Topology,
-    shares: object,
+    shares: FairShares,
     copies: dict[str, str],
     sol: _Solved,
     budget: int,
     pod_gpus: int,
 ) -> FrontierPoint:
     plan = Plan(pods=tuple(sol.pods), evictions=tuple(sol.evictions))
-    sc = score(s2, plan, topology=topo, shares=shares)  # type: ignore[arg-type]
+    sc = score(s2, plan, topology=topo, shares=shares)
     evicted = {(e.namespace, e.pod) for e in sol.evictions}
     view = free_gpu_view(s2, sol.pods, evicted)
     moved = {e.for_gang for e in sol.evictions}
@@ -426,7 +450,7 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
     topo = build_topology(snapshot)
     movable = movable_gangs(snapshot, st.max_candidates)
     s2, copies = move_snapshot(snapshot, movable, topo)
-    shares = fair_shares(snapshot)
+    shares = _shares(snapshot, s2)
     ctx = CycleContext.of(snapshot, topology=topo)
     ctx2 = CycleContext.of(s2, topology=build_topology(s2), workload=Workload.of_snapshot(snapshot))
     ctx2.shares = shares
@@ -485,6 +509,7 @@ def _finish(
                 admitted=admitted[g.key] > 0,
                 placed=admitted[g.key],
                 roles=dict(roles),
+                reason=None if admitted[g.key] else _NOT_PLACED,
             )
         )
     final = Plan(gangs=tuple(gangs), pods=tuple(pending))
@@ -506,7 +531,7 @@ def _finish(
 
 def _after_moves(snapshot: Snapshot, mp: MovePlan) -> Snapshot:
     """The snapshot after the waves: every moved pod running at its last target, holding
-    the devices it was given there."""
+    the devices it was given there; every other pod holding the devices it holds now."""
     last: dict[tuple[str, str], PodPlacement] = {}
     for m in mp.moves:
         for p in m.pods:
@@ -514,8 +539,10 @@ def _after_moves(snapshot: Snapshot, mp: MovePlan) -> Snapshot:
     running = []
     for p in snapshot.running:
         t = last.get((p.namespace, p.name))
-        if t is None:
-            running.append(p)
+        if t is None:  # its devices named, as it holds them now (none left implicit)
+            hold = snapshot.free(p.node).holds.get((p.namespace, p.name))
+            devices = (*hold.gpu_milli, *hold.nics) if hold is not None else p.devices
+            running.append(p.model_copy(update={"devices": tuple(devices)}))
         else:
             running.append(p.model_copy(update={"node": t.node, "devices": (*t.gpus, *t.nics)}))
     return Snapshot(

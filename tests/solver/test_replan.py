@@ -1,0 +1,311 @@
+"""``gangplan replan``: CP-SAT under a move budget against exhaustive search, hand-worked
+cases, and the move plan's waves through the verifier.
+
+The exhaustive search shares no code with the model: for every set of at most ``budget``
+movable gangs it evicts them, lists every placement of the pending gangs and of the moved
+gangs' copies (each moved gang placed whole, the others not at all) with the enumerator of
+``test_exhaustive``, keeps the plans the independent verifier accepts in the state after
+the evictions, and takes the best by the independent score (the replan score: ``score``
+of the move snapshot, the original fair shares).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_exhaustive import _device_search, _gang_options, _name_pods
+
+from gangplan.models import Eviction, Plan, PodPlacement, Snapshot, load_instance
+from gangplan.solver.replan import ReplanSettings, _shares, movable_gangs, move_snapshot, replan
+from gangplan.solver.result import SolverConfig, assemble_plan
+from gangplan.solver.score import Score, score
+from gangplan.solver.verify import verify
+
+GPU = "nvidia.com/gpu"
+DET = SolverConfig(time_limit_s=60, deterministic=True, deterministic_time=30.0, seed=1)
+
+
+# --------------------------------------------------------------------------- brute force
+
+
+def _without(s: Snapshot, gone: set[tuple[str, str]], gangs: list[Any]) -> Snapshot:
+    """``s`` with the running pods ``gone`` removed and the pending gangs ``gangs``."""
+    return Snapshot(
+        resources=s.resources,
+        levels=s.levels,
+        device_layouts=s.device_layouts,
+        nodes=s.nodes,
+        queues=s.queues,
+        gangs=tuple(gangs),
+        running=tuple(p for p in s.running if (p.namespace, p.name) not in gone),
+    )
+
+
+def brute_best(s: Snapshot, budget: int) -> Score:
+    s2, copies = move_snapshot(s, movable_gangs(s))
+    shares = _shares(s, s2)
+    rules = s.preemption_rules
+    best: Score | None = None
+    keys = sorted(copies)
+    for k in range(min(budget, len(keys)) + 1):
+        for moved in itertools.combinations(keys, k):
+            gone = {(p.namespace, p.name) for key in moved for p in rules.gangs[key].pods}
+            copy_keys = {copies[key] for key in moved}
+            gangs = [g for g in s2.gangs if g.key not in set(copies.values()) or g.key in copy_keys]
+            after = _without(s2, gone, gangs)
+            evictions = [
+                Eviction(
+                    pod=p.name,
+                    namespace=p.namespace,
+                    gang=p.gang,
+                    node=p.node,
+                    for_gang=copies[rules.key_of(p)],
+                    kind="move",
+                )
+                for p in s.running
+                if (p.namespace, p.name) in gone
+            ]
+            found = _best_in(after, s2, copy_keys, evictions, shares)
+            if found is not None and (best is None or best < found):
+                best = found
+    assert best is not None
+    return best
+
+
+def _best_in(
+    after: Snapshot, s2: Snapshot, must: set[str], evictions: list[Eviction], shares: Any
+) -> Score | None:
+    nodes = [n.name for n in after.nodes]
+    options = []
+    for g in after.gangs:
+        opts = _gang_options(g, len(nodes))
+        if g.key in must:
+            opts = [o for o in opts if sum(sum(v) for v in o) > 0]
+        options.append(opts)
+    best: Score | None = None
+    for combo in itertools.product(*options):
+        per_node: dict[str, list[tuple[Any, Any, str]]] = {n: [] for n in nodes}
+        for gang, roles in zip(after.gangs, combo, strict=True):
+            for role, vec in zip(gang.roles, roles, strict=True):
+                for pod, ni in _name_pods(gang, role, vec, nodes, {}):
+                    per_node[nodes[ni]].append((gang, role, pod))
+        placements: list[PodPlacement] = []
+        ok = True
+        for n, pods in per_node.items():
+            if not pods:
+                continue
+            devices = _device_search(after, n, [(g, r) for g, r, _p in pods])
+            if devices is None:
+                ok = False
+                break
+            for (g, r, p), (gpus, share, nics) in zip(pods, devices, strict=True):
+                placements.append(
+                    PodPlacement(
+                        pod=p,
+                        gang=g.name,
+                        role=r.name,
+                        node=n,
+                        gpus=gpus,
+                        gpu_milli=share,
+                        nics=nics,
+                    )
+                )
+        if not ok:
+            continue
+        plan = assemble_plan(after, placements, {})
+        if verify(after, plan):
+            continue
+        sc = score(s2, Plan(pods=plan.pods, evictions=tuple(evictions)), shares=shares)
+        if best is None or best < sc:
+            best = sc
+    return best
+
+
+# --------------------------------------------------------------------------- instances
+
+
+@st.composite
+def tiny_replan_instances(draw: st.DrawFn) -> tuple[dict[str, Any], int]:
+    """1 to 3 nodes of 2 or 4 GPUs in two leaves; 1 to 3 running gangs of 1 or 2 pods
+    (whole GPUs or none, some not preemptible); 0 to 2 pending gangs; a budget 0..2."""
+    n_nodes = draw(st.integers(1, 3))
+    nodes, room = [], {}
+    for i in range(n_nodes):
+        gpus = draw(st.sampled_from([2, 4]))
+        nodes.append(
+            {
+                "name": f"n{i}",
+                "allocatable": {"cpu": 4, GPU: gpus},
+                "domains": {"leaf": f"l{i % 2}"},
+            }
+        )
+        room[f"n{i}"] = {"cpu": 4000, "gpu": gpus * 1000}
+    queues = [{"name": "q0"}, {"name": "q1", "weight": 2}][: draw(st.integers(1, 2))]
+    running = []
+    for k in range(draw(st.integers(1, 3))):
+        gpu = draw(st.sampled_from([1, 2]))
+        entry = {
+            "gang": f"r{k}",
+            "queue": draw(st.sampled_from([q["name"] for q in queues])),
+            "priority": draw(st.sampled_from([0, 0, 1])),
+            "preemptible": draw(st.sampled_from([True, True, True, False])),
+        }
+        pods = draw(st.integers(1, 2))
+        placed = []
+        for p in range(pods):
+            fits = [n for n, r in room.items() if r["cpu"] >= 1000 and r["gpu"] >= gpu * 1000]
+            if not fits:
+                break
+            node = draw(st.sampled_from(fits))
+            room[node]["cpu"] -= 1000
+            room[node]["gpu"] -= gpu * 1000
+            placed.append(
+                {"name": f"r{k}-{p}", "node": node, "requests": {"cpu": 1, GPU: gpu}, **entry}
+            )
+        if len(placed) == pods:
+            running += placed
+        else:
+            for x in placed:
+                room[x["node"]]["cpu"] += 1000
+                room[x["node"]]["gpu"] += gpu * 1000
+    gangs = []
+    for k in range(draw(st.integers(0, 2))):
+        gangs.append(
+            {
+                "name": f"g{k}",
+                "queue": draw(st.sampled_from([q["name"] for q in queues])),
+                "priority": draw(st.sampled_from([0, 1])),
+                "creation_time": k,
+                "roles": [
+                    {
+                        "name": "w",
+                        "count": draw(st.integers(1, 2)),
+                        "requests": {"cpu": 1, GPU: draw(st.sampled_from([1, 2, 4]))},
+                    }
+                ],
+            }
+        )
+    data = {
+        "levels": [{"name": "leaf"}],
+        "nodes": nodes,
+        "queues": queues,
+        "gangs": gangs,
+        "running": running,
+    }
+    return data, draw(st.integers(0, 2))
+
+
+def _load(data: dict[str, Any]) -> Snapshot:
+    return load_instance({"apiVersion": "gangplan.io/v1alpha1", "kind": "Instance", **data})[0]
+
+
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(tiny_replan_instances())
+def test_cpsat_equals_exhaustive_best_under_a_move_budget(case: tuple[dict[str, Any], int]) -> None:
+    data, budget = case
+    s = _load(data)
+    result = replan(s, ReplanSettings(max_moved_gangs=budget, config=DET))
+    point = result.frontier[-1]
+    assert point.moved_gangs <= budget
+    best = brute_best(s, min(budget, len(movable_gangs(s))))
+    assert point.score == best, f"cpsat {point.score}\nbest  {best}\n{point}"
+    assert result.violations == [] and result.plan_violations == []
+
+
+# --------------------------------------------------------------------------- by hand
+
+
+def _racks() -> Snapshot:
+    """4 racks (leaves) of 4 nodes of 8 GPUs: 128 GPUs. Running: r1 holds a (one 8-GPU
+    pod); r2 holds b (two 8-GPU pods); r3 holds c (four 2-GPU pods, one per node); r4
+    holds d and e (4 GPUs each, two nodes). 48 GPUs run, 80 are free, but every rack has a
+    used node. Pending: big, 4 pods of 8 GPUs required in one rack (32 GPUs)."""
+
+    def run(name: str, node: str, g: int, gang: str | None = None) -> dict[str, Any]:
+        return {
+            "name": name,
+            "gang": gang or name,
+            "queue": "q",
+            "node": node,
+            "requests": {GPU: g, "cpu": 1},
+        }
+
+    running = [run("a", "r1n1", 8), run("b-0", "r2n1", 8, "b"), run("b-1", "r2n2", 8, "b")]
+    running += [run(f"c-{i}", f"r3n{i + 1}", 2, "c") for i in range(4)]
+    running += [run("d", "r4n1", 4), run("e", "r4n2", 4)]
+    return _load(
+        {
+            "levels": [{"name": "leaf", "node_label": "rack"}],
+            "nodes": [
+                {"name": f"{r}n{i}", "labels": {"rack": r}, "allocatable": {GPU: 8, "cpu": 64}}
+                for r in ("r1", "r2", "r3", "r4")
+                for i in range(1, 5)
+            ],
+            "queues": [{"name": "q"}],
+            "running": running,
+            "gangs": [
+                {
+                    "name": "big",
+                    "queue": "q",
+                    "topology": {"required": "leaf"},
+                    "roles": [{"name": "w", "count": 4, "requests": {GPU: 8, "cpu": 1}}],
+                }
+            ],
+        }
+    )
+
+
+def test_the_fewest_moves_that_free_a_rack() -> None:
+    # Without moves big cannot start: each rack has a used node, so at most 3 free nodes
+    # (24 GPUs) in one rack. One move frees a rack: a (r1, 8 GPUs), b (r2, 16 GPUs, to a
+    # rack with two free nodes) or c (r3, 8 GPUs, its four pods packed on one node) — d and
+    # e would be two moves. Among one-move plans fewer moved GPUs come first (b loses), and
+    # c's copy on one node is better on locality and fragmentation than a's move; either
+    # way budget 1 admits big with one move of 8 GPUs. The largest leaf gang before is 24.
+    s = _racks()
+    result = replan(s, ReplanSettings(max_moved_gangs=1, config=DET))
+    before, after = result.frontier[0], result.frontier[-1]
+    assert (before.budget, before.moved_gangs, before.admitted) == (0, 0, 0)
+    assert before.largest_gang_gpus == 24
+    assert (after.budget, after.moved_gangs, after.moved_gpus, after.admitted) == (1, 1, 8, 1)
+    moved = [m.gang for m in result.move_plan.moves]
+    assert len(moved) == 1 and moved[0] in ("default/a", "default/c")
+    assert result.violations == [] and result.plan_violations == []
+    big = [p for p in result.move_plan.final.pods if p.gang == "big"]
+    racks = {s.node_by_name[p.node].labels["rack"] for p in big}
+    assert len(big) == 4 and len(racks) == 1
+
+
+def test_a_budget_of_zero_moves_nothing() -> None:
+    s = _racks()
+    result = replan(s, ReplanSettings(max_moved_gangs=0, config=DET))
+    assert [p.budget for p in result.frontier] == [0]
+    assert result.move_plan.waves == () and result.move_plan.final.pods == ()
+
+
+def test_a_gang_that_tolerates_no_disruption_never_moves() -> None:
+    # a, b and c not preemptible (a PDB allowing none): freeing a rack now takes d and e
+    # (two moves), so budget 1 admits nothing and budget 2 admits big
+    s = _racks()
+    running = [
+        p.model_copy(update={"preemptible": p.gang not in ("a", "b", "c")}) for p in s.running
+    ]
+    s = Snapshot(
+        resources=s.resources,
+        levels=s.levels,
+        nodes=s.nodes,
+        queues=s.queues,
+        gangs=s.gangs,
+        running=tuple(running),
+    )
+    one = replan(s, ReplanSettings(max_moved_gangs=1, config=DET)).frontier[-1]
+    assert one.admitted == 0
+    two = replan(s, ReplanSettings(max_moved_gangs=2, config=DET))
+    assert two.frontier[-1].admitted == 1
+    assert sorted(m.gang for m in two.move_plan.moves) == ["default/d", "default/e"]
+    assert two.violations == [] and two.plan_violations == []
