@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter, defaultdict
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from gangplan.models import (
@@ -149,17 +150,16 @@ class ReplanResult:
 
 def free_gpu_view(
     snapshot: Snapshot,
-    pods: list[PodPlacement] = (),
-    evicted: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+    pods: Sequence[PodPlacement] = (),
+    evicted: Collection[tuple[str, str]] = frozenset(),
 ) -> dict[str, dict[str, int]]:
     """Free milli-GPU per device per node after ``evicted`` running pods leave and ``pods``
     take their devices."""
     out: dict[str, dict[str, int]] = {}
     gone: dict[str, set[tuple[str, str]]] = defaultdict(set)
-    for ns, name in evicted:
-        for p in snapshot.running:
-            if (p.namespace, p.name) == (ns, name):
-                gone[p.node].add((ns, name))
+    for rp in snapshot.running:
+        if (rp.namespace, rp.name) in evicted:
+            gone[rp.node].add((rp.namespace, rp.name))
     for node in snapshot.nodes:
         free = snapshot.free_after(node.name, gone.get(node.name, set()))
         out[node.name] = dict(free.gpu_milli)
@@ -183,10 +183,9 @@ def largest_leaf_gang(topo: Topology, view: dict[str, dict[str, int]], pod_gpus:
     leaf = topo.leaf_level
     groups: dict[object, int] = defaultdict(int)
     for node, devs in view.items():
-        d = topo.domain_of(node, leaf) if leaf is not None else "cluster"
-        if d is None:
-            d = ("alone", node)
-        groups[d] += pod_gpus * (_whole_free(devs) // pod_gpus)
+        dom = topo.domain_of(node, leaf) if leaf is not None else None
+        key: object = dom if dom is not None else ("alone", node) if leaf else "cluster"
+        groups[key] += pod_gpus * (_whole_free(devs) // pod_gpus)
     return max(groups.values(), default=0)
 
 
@@ -534,8 +533,8 @@ def _after_moves(snapshot: Snapshot, mp: MovePlan) -> Snapshot:
     the devices it was given there; every other pod holding the devices it holds now."""
     last: dict[tuple[str, str], PodPlacement] = {}
     for m in mp.moves:
-        for p in m.pods:
-            last[(p.namespace, p.pod)] = p.to
+        for mp_ in m.pods:
+            last[(mp_.namespace, mp_.pod)] = mp_.to
     running = []
     for p in snapshot.running:
         t = last.get((p.namespace, p.name))

@@ -187,7 +187,7 @@ def _try(led: _Ledger, wave: _Wave, group: Sequence[_Move]) -> bool:
     if not wave.within_budgets(group):
         return False
     for m in group:
-        for ns, name, req, dev, nics, t in m.pods:
+        for ns, name, req, dev, nics, _t in m.pods:
             led.change(
                 PodPlacement(pod=name, namespace=ns, gang="", role="", node=m.node_of[(ns, name)]),
                 req,

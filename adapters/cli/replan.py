@@ -28,7 +28,8 @@ def frontier_lines(result: object) -> list[str]:
     from gangplan.solver.replan import ReplanResult
 
     assert isinstance(result, ReplanResult)
-    head = f"{'budget':>6} {'moved':>5} {'GPUs':>5} {'admitted':>8} {'largest':>7} {'stranded':>8}  score"
+    cols = ("budget", "moved", "GPUs", "admitted", "largest", "stranded")
+    head = " ".join(f"{c:>{w}}" for c, w in zip(cols, (6, 5, 5, 8, 7, 8), strict=True)) + "  score"
     out = [
         "frontier (largest: GPUs of the largest gang of whole-node pods that fits in one leaf; "
         "stranded: free GPUs no such pod can use)",
