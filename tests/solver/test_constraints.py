@@ -16,6 +16,7 @@ from gangplan.models import Snapshot, load_instance
 from gangplan.solver.context import CycleContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
+from gangplan.solver.model.moves import MoveSpec
 from gangplan.solver.model.variables import Variables
 from gangplan.solver.result import SolverConfig
 
@@ -67,10 +68,17 @@ class Model:
         return self.v.keep(unit)
 
 
-def build(data: dict[str, Any], families: tuple[str, ...], cfg: SolverConfig = EXACT) -> Model:
+def build(
+    data: dict[str, Any],
+    families: tuple[str, ...],
+    cfg: SolverConfig = EXACT,
+    moves: MoveSpec | None = None,
+) -> Model:
     s, warnings = load_instance({**API, **data})
     assert warnings == []
-    ix = build_index(CycleContext.of(s), cfg, None)
+    ctx = CycleContext.of(s)
+    ctx.moves = moves
+    ix = build_index(ctx, cfg, None)
     m = cp_model.CpModel()
     v = Variables(m, ix)
     cons = Constraints(m, ix, v)
@@ -100,6 +108,8 @@ class Case:
     others: tuple[str, ...] = ()
     """families the rule needs beside its own (e.g. the 'uses' a required level sums)"""
     cfg: SolverConfig = EXACT
+    moves: MoveSpec | None = None
+    """replan: the running gangs that may move and their copies"""
 
 
 def nodes(*specs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,6 +149,22 @@ HALF = {
     ]
 }
 LEAVES = [{"name": "leaf"}]
+
+
+MOVE_DATA: dict[str, Any] = {
+    # n1: v (4 GPUs) of 8; n2: u (4 GPUs) of 8; their copies vmv and umv pending
+    "preemption": {"enabled": True, "grace_s": 0},
+    "nodes": nodes({"allocatable": {GPU: 8}}, {"allocatable": {GPU: 8}}),
+    "queues": [{"name": "q"}],
+    "running": [
+        {"name": "v-0", "gang": "v", "node": "n1", "queue": "q", "requests": {GPU: 4}},
+        {"name": "u-0", "gang": "u", "node": "n2", "queue": "q", "requests": {GPU: 4}},
+    ],
+    "gangs": [
+        one("vmv", {GPU: 4}, preemption_policy="Never", creation_time=1),
+        one("umv", {GPU: 4}, preemption_policy="Never", creation_time=2),
+    ],
+}
 
 
 CASES = {
@@ -446,6 +472,24 @@ CASES = {
         bad=lambda t: [(t.stay("v"), 0), (t.x("h", "n2"), 1), (t.x("h", "n1"), 0)],
         good=lambda t: [(t.stay("v"), 0), (t.x("h", "n1"), 1), (t.x("h", "n2"), 0)],
     ),
+    # replan: v (4 GPUs on n1) may move, its copy vmv re-places it. Evicted and placed
+    # nowhere is infeasible; evicted and placed on n2 is a move.
+    "move-replaced": Case(
+        "moves_replaced",
+        MOVE_DATA,
+        bad=lambda t: [(t.stay("v"), 0), (t.x("vmv", "n1"), 0), (t.x("vmv", "n2"), 0)],
+        good=lambda t: [(t.stay("v"), 0), (t.x("vmv", "n2"), 1)],
+        moves=MoveSpec({"default/v": "default/vmv", "default/u": "default/umv"}),
+    ),
+    # the budget: one move at most; moving both v and u (to each other's node) is refused,
+    # moving v alone (to n2's free half) is allowed
+    "move-budget": Case(
+        "moves_replaced",
+        MOVE_DATA,
+        bad=lambda t: [(t.stay("v"), 0), (t.stay("u"), 0)],
+        good=lambda t: [(t.stay("v"), 0), (t.stay("u"), 1), (t.x("vmv", "n2"), 1)],
+        moves=MoveSpec({"default/v": "default/vmv", "default/u": "default/umv"}, max_gangs=1),
+    ),
 }
 
 
@@ -462,10 +506,10 @@ def test_every_family_has_a_case() -> None:
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_family_forbids_the_bad_pin_and_allows_its_neighbour(name: str) -> None:
     case = CASES[name]
-    with_it = build(case.data, (*case.others, case.family), case.cfg)
+    with_it = build(case.data, (*case.others, case.family), case.cfg, case.moves)
     assert not feasible(with_it, case.bad(with_it))
     assert feasible(with_it, case.good(with_it))
-    without = build(case.data, case.others, case.cfg)
+    without = build(case.data, case.others, case.cfg, case.moves)
     assert feasible(without, case.bad(without))
 
 
