@@ -15,6 +15,7 @@ from gangplan.adapters.cli.common import (
     echo_warnings,
     guard_output,
     main,
+    user_errors,
 )
 from gangplan.adapters.files import STDOUT, dump_data, load_snapshot, write_output
 
@@ -96,6 +97,7 @@ def frontier_lines(result: object) -> list[str]:
 )
 @click.option("--deterministic", is_flag=True, help="one worker, deterministic time (for tests)")
 @click.option("-o", "--output", type=OUTPUT, help="write the move plan (kind: MovePlan) here")
+@user_errors()
 def replan(
     instance: Path | None,
     max_moved_gangs: int | None,
