@@ -116,9 +116,10 @@ class ReplanSettings:
 class FrontierPoint:
     """One move budget's result: ``budget`` gangs allowed, ``moved_gangs`` / ``moved_gpus``
     used (GPUs), the replan score, ``largest_gang_gpus`` (GPUs of the largest gang of
-    ``pod_gpus``-GPU pods that fits in one leaf after the plan), ``stranded_gpus`` (free
-    whole GPUs that no ``pod_gpus``-GPU pod can use: per node, free GPUs modulo the pod size)
-    and the admitted pending gangs."""
+    ``pod_gpus``-GPU pods that fits in one leaf once the moves are made, before the pending
+    gangs are placed: the room the moves make), ``stranded_gpus`` (free whole GPUs then that
+    no ``pod_gpus``-GPU pod can use: per node, free GPUs modulo the pod size) and the
+    pending gangs the plan admits."""
 
     budget: int
     moved_gangs: int
@@ -425,7 +426,8 @@ def _point(
     plan = Plan(pods=tuple(sol.pods), evictions=tuple(sol.evictions))
     sc = score(s2, plan, topology=topo, shares=shares)
     evicted = {(e.namespace, e.pod) for e in sol.evictions}
-    view = free_gpu_view(s2, sol.pods, evicted)
+    copy_keys = set(copies.values())
+    view = free_gpu_view(s2, [p for p in sol.pods if p.gang_key in copy_keys], evicted)
     moved = {e.for_gang for e in sol.evictions}
     gpus = sum(p.requests.get(s2.gpu, 0) for p in s2.running if (p.namespace, p.name) in evicted)
     admitted = {p.gang_key for p in sol.pods} - set(copies.values())

@@ -56,8 +56,11 @@ def test_replan_prints_the_frontier_and_writes_the_move_plan(tmp_path: Path) -> 
     assert res.exit_code == 0, res.output
     rows = [line.split() for line in res.output.splitlines() if line[:6].strip().isdigit()]
     # budget 0: nothing moves, nothing admitted, the largest leaf gang is 8 GPUs (one free
-    # node per rack); budget 1: one move of 8 GPUs, big admitted, nothing left free
-    assert [r[:6] for r in rows] == [["0", "0", "0", "0", "8", "0"], ["1", "1", "8", "1", "0", "0"]]
+    # node per rack); budget 1: one move of 8 GPUs frees a rack (16 GPUs), big admitted
+    assert [r[:6] for r in rows] == [
+        ["0", "0", "0", "0", "8", "0"],
+        ["1", "1", "8", "1", "16", "0"],
+    ]
     plan = MovePlan.model_validate(yaml.safe_load(out.read_text()))
     assert plan.moved_gangs == 1 and len(plan.waves) == 1
     s = load_instance(_racks())[0]
