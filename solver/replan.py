@@ -127,6 +127,8 @@ class FrontierPoint:
     score: Score
     largest_gang_gpus: int
     stranded_gpus: int
+    whole_free_gpus: int
+    """GPU devices fully free once the moves are made"""
     admitted: int
     status: str
 
@@ -438,6 +440,7 @@ def _point(
         score=sc,
         largest_gang_gpus=largest_leaf_gang(topo, view, pod_gpus),
         stranded_gpus=stranded_gpus(view, pod_gpus),
+        whole_free_gpus=sum(_whole_free(devs) for devs in view.values()),
         admitted=len(admitted),
         status=sol.status,
     )
