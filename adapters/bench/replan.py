@@ -15,8 +15,9 @@ cluster's free GPUs in whole nodes of one leaf could hold it) — reported met o
 **openb.** The Alibaba trace's nodes and pods (``../shared/data``), replayed with FGD one pod
 at a time until the arrived demand reaches 100% of the GPUs (the replay's protocol,
 :mod:`gangplan.adapters.bench.replay`); the placed pods become running single-pod gangs and
-the replan may move up to a budget of them: the whole GPUs recovered (fully free GPU
-devices gained) per moved pod.
+the replan may move up to a budget of them, with a probe of one-GPU pods (an elastic gang
+of up to 1,000) pending so that its score counts whole GPUs: the whole GPUs recovered
+(fully free GPU devices gained once the moves are made) per moved pod.
 
 The model sees only the ``candidates`` running gangs on the emptiest leaves
 (:func:`~gangplan.solver.replan.movable_gangs`), so a 512-node cycle stays solvable.
@@ -185,14 +186,13 @@ def openb_rows(
 ) -> tuple[list[ReplanRow], str | None]:
     """The openb part (module docstring): rows, or none and a note why (trace absent)."""
     from gangplan.adapters.bench.replay import (
-        QUEUE,
         ReplayCluster,
         _quantities,
         arrivals,
         trace_workload,
     )
     from gangplan.adapters.bench.suites import OPENB_NODES, OPENB_PODS
-    from gangplan.adapters.traces.alibaba import read_openb_nodes, read_openb_pods
+    from gangplan.adapters.traces.alibaba import QUEUE, read_openb_nodes, read_openb_pods
     from gangplan.solver.one_pod import one_pod_placer
 
     nodes_csv, pods_csv = data / OPENB_NODES, data / OPENB_PODS
@@ -218,7 +218,17 @@ def openb_rows(
                 devices=(*p.gpus, *p.nics),
             )
         )
-    s = _with(cluster.snapshot, gangs=(), running=tuple(running))
+    # the probe: up to 1,000 one-GPU pods (an elastic gang of any placement), so the score's
+    # throughput entry counts the whole GPUs the moves make free
+    probe = Gang(
+        name="probe",
+        queue=QUEUE,
+        min_member=1,
+        roles=(
+            Role.model_construct(name="w", count=1000, requests={cluster.snapshot.gpu: GPU_MILLI}),
+        ),
+    )
+    s = _with(cluster.snapshot, gangs=(probe,), running=tuple(running))
     settings = ReplanSettings(
         max_moved_gangs=budget,
         max_candidates=candidates,

@@ -111,9 +111,16 @@ def apply(
     plan: Path, config: Path | None, kubeconfig: Path | None, context: str | None, dry_run: bool
 ) -> None:
     """Apply PLAN (a kind: Plan file from gangplan solve) to the cluster, as serve would:
-    checked against the live cluster by the verifier, then patched or bound, gang by gang."""
+    checked against the live cluster by the verifier, then patched or bound, gang by gang.
+    A kind: MovePlan file (gangplan replan -o) runs wave by wave: targets held, pods
+    evicted together (PodDisruptionBudgets first), then placed on their targets."""
     from gangplan.adapters.serve import run
 
+    moves = _move_plan(plan)
+    if moves is not None:
+        cfg, api = _setup(config, kubeconfig, context, dry_run)
+        _apply_moves(api, cfg, moves, plan)
+        return
     with user_errors():
         p = load_plan(plan)
     cfg, api = _setup(config, kubeconfig, context, dry_run)
@@ -132,6 +139,43 @@ def apply(
     )
     if report.failures:
         raise UserError(report.notes[-report.failures :])
+
+
+def _move_plan(path: Path) -> Any:
+    """The file's move plan if it is one (``kind: MovePlan``), else None."""
+    from pydantic import ValidationError
+
+    from gangplan.adapters.files import read_data
+    from gangplan.models import MovePlan
+
+    with user_errors():
+        _name, data = read_data(path)
+    if not isinstance(data, dict) or data.get("kind") != "MovePlan":
+        return None
+    try:
+        return MovePlan.model_validate(data)
+    except ValidationError as err:
+        lines = [f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()]
+        raise UserError(lines) from None
+
+
+def _apply_moves(api: KubeApi, cfg: ServeConfig, plan: Any, path: Path) -> None:
+    import time
+
+    from gangplan.adapters.serve.moves import apply_moves
+
+    reports = apply_moves(api, cfg, plan, wait=lambda: time.sleep(2.0), polls=150)
+    for r in reports:
+        click.echo(
+            f"wave {r.index}: {len(r.evicted)} pods evicted, {len(r.placed)} placed"
+            + (f"; stopped: {r.stopped}" if r.stopped else ""),
+            err=True,
+        )
+    stopped = [r for r in reports if r.stopped]
+    done = len(reports) - len(stopped)
+    click.echo(f"{path}: {done} of {len(plan.waves)} waves applied", err=True)
+    if stopped:
+        raise UserError([f"wave {r.index}: {r.stopped}" for r in stopped])
 
 
 @main.command("webhook")

@@ -21,9 +21,9 @@ Eviction API: PodDisruptionBudgets apply; a 429 leaves the pod for the next cycl
 clears the annotations of those it only annotated; mode gate deletes the pods it ungated
 (UID precondition), so their controller recreates them — gated again, by the pod template
 or the webhook. Preemption: a plan's ``evictions`` (``Plan.evictions``, made with
-preemption on) are not applied by the loop yet; they are to go through the same
-:meth:`Applier.evict`, a gang's victims together, the preemptor's capacity held in the ledger
-until they are gone, and a 429 stopping that gang's preemption for the cycle.
+``preemption: true``) go through :meth:`Applier.evict`, a gang's victims together
+(:func:`~gangplan.adapters.serve.evict.evict_together`), the preemptor's capacity held in the
+ledger until they are gone (:class:`~gangplan.adapters.serve.loop.ServeLoop`).
 
 ``dry_run``: nothing is sent; :attr:`Applier.requests` collects what would be, as
 Kubernetes bodies.

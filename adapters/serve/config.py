@@ -85,6 +85,9 @@ class ServeConfig(_Strict):
     backoff_max_s: float = Field(600.0, gt=0, le=86_400)
     dry_run: bool = False
     """print the patches and bindings instead of sending them"""
+    preemption: bool = False
+    """plan with the queues' preemption policies on (a gang may evict lower-priority
+    running gangs): victims go through the Eviction API, together, before the preemptor"""
     event_interval_s: float = Field(60.0, ge=0, le=86_400)
     """the same FailedScheduling Event of a pod is not posted again within this time"""
     leader_election: LeaderElection = Field(default_factory=LeaderElection)

@@ -56,6 +56,9 @@ class InFlight:
     taking_back: bool = False
     reason: str = ""
     back: set[str] = field(default_factory=set)
+    victims: set[tuple[str, str]] = field(default_factory=set)
+    """running pods evicted for this gang that the cache still shows: its pods wait (their
+    room held here) until every one is gone"""
 
     @property
     def done(self) -> bool:

@@ -15,7 +15,9 @@ One :meth:`ServeLoop.cycle`, in order:
 3. **snapshot** (:class:`~gangplan.adapters.serve.snapshot.LiveSnapshot`): the pods in flight
    are held where planned, gangs backing off are left out;
 4. **solve** with ``solve_cycle``; a plan the independent verifier refuses is not applied;
-5. **apply** the new gangs and what is left of those in flight
+5. **apply** the new gangs and what is left of those in flight (with ``preemption: true``, a
+   gang's victims first, together, through the Eviction API; the gang then waits in the
+   ledger until they are gone)
    (:class:`~gangplan.adapters.serve.apply.Applier`); every API failure — 409, 429, 5xx, a
    timeout — leaves the gang in flight for the next cycle (or takes it back when it cannot
    go on); the loop never raises for the API;
@@ -351,6 +353,8 @@ class ServeLoop:
 
         if not snap.gangs:
             return None
+        if self.config.preemption:
+            snap = snap.with_preemption()
         t = time.perf_counter()
         try:
             result = solve_cycle(snap, self.previous, self.solver)
@@ -375,6 +379,8 @@ class ServeLoop:
                 continue
             placements = {p.pod: p for p in plan.pods_of(outcome.key)}
             flight = InFlight(outcome.key, outcome.namespace, now, placements)
+            if not self._evict_for(plan, outcome.key, flight, report):
+                continue
             for name in placements:
                 ref = built.pods.get((outcome.namespace, name))
                 if ref is not None:
@@ -383,8 +389,51 @@ class ServeLoop:
             self.metrics.attempts.labels(result="scheduled").inc()
             if not self.config.dry_run:
                 self.ledger.add(flight)
+            if flight.victims:
+                continue  # its room is held; it is applied once the victims are gone
             refs = {n: r for (ns, n), r in built.pods.items() if ns == outcome.namespace}
             self._apply(flight, built, refs, report, now)
+
+    def _evict_for(self, plan: Plan, key: str, flight: InFlight, report: CycleReport) -> bool:
+        """Evict the victims ``plan`` names for gang ``key``, together
+        (:func:`~gangplan.adapters.serve.evict.evict_together`); False: not all went, so
+        the gang is not applied this cycle (a note and a ``PreemptionStopped`` Event on its
+        pods say what happened). The evicted pods the cache still shows are the flight's
+        ``victims``."""
+        from gangplan.adapters.serve.evict import evict_together
+
+        mine = [e for e in plan.evictions if e.for_gang == key]
+        if not mine:
+            return True
+        victims = []
+        for e in mine:
+            raw = self.cache.get("pods", e.namespace, e.pod)
+            uid = (raw.get("metadata") or {}).get("uid") if raw is not None else None
+            victims.append((e.namespace, e.pod, uid))
+        out = evict_together(self.api, self.applier, victims)
+        report.notes.append(f"{key}: preemption: {out.message()}")
+        if not out.complete:
+            self.metrics.attempts.labels(result="error").inc()
+            for name in flight.placements:
+                raw = self.cache.get("pods", flight.namespace, name)
+                if raw is not None:
+                    self.recorder.event(
+                        raw,
+                        "Warning",
+                        "PreemptionStopped",
+                        "Preempting",
+                        f"gangplan stopped preempting for gang {key}: {out.message()}",
+                    )
+            return False
+        flight.victims = {(ns, n) for ns, n, _uid in victims}
+        return True
+
+    def _victims_gone(self, flight: InFlight) -> bool:
+        """Drop the victims the cache no longer shows; True when none is left."""
+        flight.victims = {
+            (ns, n) for ns, n in flight.victims if self.cache.get("pods", ns, n) is not None
+        }
+        return not flight.victims
 
     def _continue(self, built: Built, report: CycleReport, now: float) -> None:
         """Apply what is left of the gangs in flight planned in earlier cycles."""
@@ -392,6 +441,8 @@ class ServeLoop:
             if flight.taking_back or len(flight.applied) == len(flight.placements):
                 continue
             if flight.key in report.admitted:
+                continue
+            if flight.victims and not self._victims_gone(flight):
                 continue
             refs = {}
             for name in flight.placements:
