@@ -32,7 +32,15 @@ DET = SolverConfig(time_limit_s=60, deterministic=True, deterministic_time=30.0,
 
 
 def _without(s: Snapshot, gone: set[tuple[str, str]], gangs: list[Any]) -> Snapshot:
-    """``s`` with the running pods ``gone`` removed and the pending gangs ``gangs``."""
+    """``s`` with the running pods ``gone`` removed and the pending gangs ``gangs``; each
+    pod kept holds the devices it holds in ``s`` (named, so that none moves to a device an
+    evicted pod left)."""
+    kept = []
+    for p in s.running:
+        if (p.namespace, p.name) in gone:
+            continue
+        hold = s.free(p.node).holds[(p.namespace, p.name)]
+        kept.append(p.model_copy(update={"devices": (*hold.gpu_milli, *hold.nics)}))
     return Snapshot(
         resources=s.resources,
         levels=s.levels,
@@ -40,7 +48,7 @@ def _without(s: Snapshot, gone: set[tuple[str, str]], gangs: list[Any]) -> Snaps
         nodes=s.nodes,
         queues=s.queues,
         gangs=tuple(gangs),
-        running=tuple(p for p in s.running if (p.namespace, p.name) not in gone),
+        running=tuple(kept),
     )
 
 
