@@ -473,9 +473,16 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
         if cfg.deterministic:
             det = (cfg.deterministic_time or cfg.time_limit_s) / len(steps)
             share = dataclasses.replace(cfg, deterministic_time=det)
-        sol = _solve(ctx2, spec, sol, share, seconds)
+        found = _solve(ctx2, spec, sol, share, seconds)
+        point = _point(s2, ctx2.topo, shares, copies, found, budget, st.pod_gpus)
+        if frontier and point.score < frontier[-1].score:
+            # a larger budget admits every plan of a smaller one: a worse solution is a
+            # search cut short by its time, so the smaller budget's plan stands
+            found = dataclasses.replace(sol, status=f"{found.status}: previous budget's kept")
+            point = dataclasses.replace(frontier[-1], budget=budget, status=found.status)
+        sol = found
         sols.append(sol)
-        frontier.append(_point(s2, ctx2.topo, shares, copies, sol, budget, st.pod_gpus))
+        frontier.append(point)
     best = max(range(len(frontier)), key=lambda i: (frontier[i].score, -i))
     return _finish(snapshot, s2, copies, sols[best], frontier, st, started)
 

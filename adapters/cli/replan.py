@@ -30,19 +30,18 @@ def frontier_lines(result: object) -> list[str]:
 
     assert isinstance(result, ReplanResult)
     cols = ("budget", "moved", "GPUs", "admitted", "largest", "stranded")
-    head = " ".join(f"{c:>{w}}" for c, w in zip(cols, (6, 5, 5, 8, 7, 8), strict=True)) + "  score"
+    head = " ".join(f"{c:>{w}}" for c, w in zip(cols, (6, 5, 5, 8, 7, 8), strict=True))
     out = [
-        "frontier (largest: GPUs of the largest gang of whole-node pods that fits in one leaf; "
-        "stranded: free GPUs no such pod can use)",
-        head,
+        "frontier per move budget (largest: GPUs of the largest gang of whole-node pods",
+        "that fits in one leaf; stranded: free GPUs no such pod can use; score: its first",
+        "entry that differs from budget 0's, most important first)",
+        head + "  score",
     ]
+    base = result.frontier[0].score if result.frontier else None
     for p in result.frontier:
-        entries = ", ".join(
-            f"{n}={v}" for n, v in zip(p.score.names, p.score.values, strict=True) if v
-        )
         out.append(
             f"{p.budget:>6} {p.moved_gangs:>5} {p.moved_gpus:>5} {p.admitted:>8} "
-            f"{p.largest_gang_gpus:>7} {p.stranded_gpus:>8}  {entries or '0'}"
+            f"{p.largest_gang_gpus:>7} {p.stranded_gpus:>8}  {_against(base, p.score)}"
         )
     mp = result.move_plan
     out.append(
@@ -52,6 +51,22 @@ def frontier_lines(result: object) -> list[str]:
     for x in mp.left_out:
         out.append(f"  left out {x.gang}: {x.reason}")
     return out
+
+
+def _against(base: object, score: object) -> str:
+    """``score``'s first entry that differs from ``base``'s (``name a -> b``), or ``same``."""
+    from gangplan.solver.score import Score
+
+    if not isinstance(base, Score) or not isinstance(score, Score) or base is score:
+        return "-"
+    was = dict(zip(base.names, base.values, strict=True))
+    for name, value in zip(score.names, score.values, strict=True):
+        if was.get(name, 0) != value:
+            return f"{name} {was.get(name, 0):,} -> {value:,}"
+    for name, value in was.items():  # an entry only the base has
+        if value and name not in score.names:
+            return f"{name} {value:,} -> 0"
+    return "same"
 
 
 @main.command()

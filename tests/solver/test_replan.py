@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_exhaustive import _device_search, _gang_options, _name_pods
@@ -317,3 +318,29 @@ def test_a_gang_that_tolerates_no_disruption_never_moves() -> None:
     assert two.frontier[-1].admitted == 1
     assert sorted(m.gang for m in two.move_plan.moves) == ["default/d", "default/e"]
     assert two.violations == [] and two.plan_violations == []
+
+
+def test_the_frontier_never_gets_worse_with_a_larger_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A budget of k moves admits every plan of a budget of k - 1, so the frontier's score
+    # never decreases along it. A search cut short by its time can return worse (here:
+    # budget 2's search, made to return an empty plan); budget 1's plan then stands at 2.
+    import gangplan.solver.replan as rp
+
+    real, calls = rp._solve, []
+
+    def cut_short(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        found = real(*args, **kw)
+        return rp._Solved([], [], "cut short") if len(calls) == 3 else found
+
+    monkeypatch.setattr(rp, "_solve", cut_short)
+    result = replan(_racks(), ReplanSettings(max_moved_gangs=4, config=DET))
+    points = result.frontier
+    assert [p.budget for p in points] == [0, 1, 2, 4]
+    assert points[1].admitted == 1  # budget 1 admits big (test_the_fewest_moves_...)
+    assert points[2].score == points[1].score and points[2].admitted == 1
+    assert "kept" in points[2].status
+    assert all(a.score <= b.score for a, b in itertools.pairwise(points))
+    assert result.violations == [] and result.plan_violations == []
