@@ -21,15 +21,30 @@ with each take-back, capped (so a gang whose binds keep failing cannot starve th
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from gangplan.adapters.jsontext import loads_bounded
 from gangplan.adapters.serve.cache import ObjKey
 from gangplan.adapters.serve.snapshot import ANN_PLAN
 from gangplan.models import PodPlacement
 
-__all__ = ["ANN_PLAN", "Backoff", "InFlight", "Ledger", "plan_annotation", "recover"]
+__all__ = [
+    "ANN_PLAN",
+    "Backoff",
+    "InFlight",
+    "Ledger",
+    "parse_plan",
+    "plan_annotation",
+    "recover",
+]
+
+log = logging.getLogger("gangplan.serve")
 
 MAX_PLAN_BYTES = 64 * 1024
 """A larger plan is not written (annotations are capped at 256 KiB in all); such a gang is
@@ -160,41 +175,95 @@ class Backoff:
         self.until.pop(key, None)
 
 
-def recover(pods: Iterable[Mapping[str, Any]], mode: str) -> list[InFlight]:
+def _str_list(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{what} is not a list of device ids")
+    return tuple(value)
+
+
+def parse_plan(text: str) -> tuple[str, float, dict[str, list[Any]]]:
+    """:data:`ANN_PLAN`'s value as ``(gang key, at, pods)``.
+
+    Raises:
+        ValueError: not the JSON object :func:`plan_annotation` writes (the message says
+            what is wrong: too large or deep, a missing or mistyped field).
+    """
+    data = loads_bounded(text, max_bytes=MAX_PLAN_BYTES, max_depth=8)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    key, at, pods = data.get("gang"), data.get("at"), data.get("pods")
+    if not isinstance(key, str) or "/" not in key:
+        raise ValueError("gang is not a string 'namespace/name'")
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+        raise ValueError("at is not a finite number of epoch seconds")
+    if not isinstance(pods, dict) or not pods:
+        raise ValueError("pods is not a non-empty object of pod name -> placement")
+    return key, float(at), pods
+
+
+def _placement(name: str, entry: Any, ns: str, gang: str) -> PodPlacement:
+    """One entry ``[node, [gpu ids], [nic ids], milli-GPU or null]`` of the plan's pods."""
+    if not isinstance(entry, list) or len(entry) != 4:
+        raise ValueError(f"pod {name!r}: not [node, [gpu ids], [nic ids], milli-GPU or null]")
+    node, gpus, nics, milli = entry
+    if not isinstance(node, str) or not node:
+        raise ValueError(f"pod {name!r}: the node is not a name")
+    if milli is not None and (isinstance(milli, bool) or not isinstance(milli, int)):
+        raise ValueError(f"pod {name!r}: milli-GPU is not an integer or null")
+    try:
+        return PodPlacement(
+            pod=name,
+            gang=gang,
+            namespace=ns,
+            role="",
+            node=node,
+            gpus=_str_list(gpus, f"pod {name!r}: the GPUs"),
+            nics=_str_list(nics, f"pod {name!r}: the NICs"),
+            gpu_milli=milli,
+        )
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise ValueError(f"pod {name!r}: {e['msg']}") from None
+
+
+def recover(
+    pods: Iterable[Mapping[str, Any]], mode: str, notes: list[str] | None = None
+) -> list[InFlight]:
     """The gangs in flight that the cluster shows: pods carrying :data:`ANN_PLAN` whose
     gang is not fully bound to its plan yet (a restart, a new leader).
 
     A pod is applied when it is bound (mode bind) or no longer gated with its node pinned
-    (mode gate: its gate was removed by the same patch that wrote the annotation)."""
+    (mode gate: its gate was removed by the same patch that wrote the annotation).
+
+    Anyone who may edit a pod may write the annotation, so a value that is not what
+    :func:`plan_annotation` writes is skipped — never raised — with a line appended to
+    ``notes`` (``pod ns/name: annotation gangplan.io/plan ignored: why``) and logged as a
+    warning."""
     by_gang: dict[str, InFlight] = {}
     for raw in pods:
         meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-        text = (meta.get("annotations") or {}).get(ANN_PLAN)
+        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+            continue
+        annotations = meta.get("annotations") or {}
+        text = annotations.get(ANN_PLAN) if isinstance(annotations, Mapping) else None
         if not text:
             continue
-        try:
-            data = json.loads(text)
-            key, at, planned = str(data["gang"]), float(data["at"]), dict(data["pods"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        ns, _, gang = key.partition("/")
-        flight = by_gang.get(key)
-        if flight is None:
-            placements = {}
-            for name, entry in planned.items():
-                node, gpus, nics, milli = entry
-                placements[name] = PodPlacement(
-                    pod=name,
-                    gang=gang,
-                    namespace=ns,
-                    role="",
-                    node=node,
-                    gpus=tuple(gpus),
-                    nics=tuple(nics),
-                    gpu_milli=milli,
-                )
-            flight = by_gang[key] = InFlight(key, ns, at, placements)
         name = str(meta.get("name"))
+        try:
+            if not isinstance(text, str):
+                raise ValueError("not a string")
+            key, at, planned = parse_plan(text)
+            ns, _, gang = key.partition("/")
+            flight = by_gang.get(key)
+            if flight is None:
+                placements = {str(n): _placement(str(n), e, ns, gang) for n, e in planned.items()}
+                flight = by_gang[key] = InFlight(key, ns, at, placements)
+        except ValueError as err:
+            note = f"pod {meta.get('namespace')}/{name}: annotation {ANN_PLAN} ignored: {err}"
+            log.warning("%s", note)
+            if notes is not None:
+                notes.append(note)
+            continue
         if name not in flight.placements:
             continue
         flight.uids[name] = str(meta.get("uid") or "")

@@ -188,11 +188,21 @@ class ServeLoop:
         self, *, cycles: int | None = None, should_stop: Callable[[], bool] | None = None
     ) -> None:
         """Cycle until ``should_stop()`` (or ``cycles`` cycles): each ``period`` apart, or
-        sooner when a waiting gang has its pods."""
+        sooner when a waiting gang has its pods.
+
+        Never raises for one cycle: an exception a cycle raises (a bug, an object nothing
+        validated) is logged at error level with its traceback, counted in
+        ``gangplan_cycle_errors_total``, and the next cycle runs as usual (a crash would
+        only restart the process into the same cycle). ``KeyboardInterrupt`` and
+        ``SystemExit`` still end it."""
         n = 0
         while not (should_stop and should_stop()) and (cycles is None or n < cycles):
             started = self.clock.now()
-            self.cycle()
+            try:
+                self.cycle()
+            except Exception:
+                self.metrics.cycle_errors.inc()
+                log.exception("cycle %d failed; the loop goes on", self.cycles)
             n += 1
             if cycles is not None and n >= cycles:
                 break
@@ -267,7 +277,7 @@ class ServeLoop:
             if ANN_PLAN in ((raw.get("metadata") or {}).get("annotations") or {})
         ]
         self.ledger = Ledger()
-        for flight in recover(pods, self.config.mode):
+        for flight in recover(pods, self.config.mode, report.notes):
             self.ledger.add(flight)
             report.notes.append(f"recovered {flight.key}: {len(flight.applied)} pods applied")
         self.recovered = True

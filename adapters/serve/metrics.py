@@ -24,6 +24,8 @@ prefix ``gangplan_`` and counted per gang, not per pod:
                                                queue: free GPUs on nodes its gangs may use,
                                                within its max and its fair target
 ``gangplan_leader``                            1 on the replica that holds the Lease
+``gangplan_cycle_errors_total``                cycles that raised (logged with the
+                                               traceback; the loop goes on)
 =============================================  ================================================
 """
 
@@ -83,6 +85,9 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("gangplan_leader", "1 if this replica leads", registry=r)
+        self.cycle_errors = Counter(
+            "gangplan_cycle_errors", "Cycles that raised an exception", registry=r
+        )
         self._queues: set[str] = set()
 
     def set_pending(self, per_queue: dict[str, int], placeable: dict[str, float]) -> None:
