@@ -28,7 +28,6 @@ Two vendor conventions are mapped onto the GPU and NIC resources of the snapshot
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
+from gangplan.adapters.jsontext import JSONTextError, loads_bounded
 from gangplan.models import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -311,9 +311,9 @@ def joint_policy(annotations: Mapping[str, str]) -> tuple[str | None, str | None
     if raw is None:
         return None, None
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as err:
-        return None, f"annotation {ANN_JOINT_ALLOCATE}: not valid JSON ({err.msg}); ignored"
+        data = loads_bounded(raw)
+    except JSONTextError as err:
+        return None, f"annotation {ANN_JOINT_ALLOCATE}: {err}; ignored"
     if not isinstance(data, dict):
         return None, f"annotation {ANN_JOINT_ALLOCATE}: not a JSON object; ignored"
     types = set(data.get("deviceTypes") or [])
@@ -368,8 +368,8 @@ def map_vendor_requests(
 
 def _requests_as_count(annotations: Mapping[str, str]) -> bool:
     try:
-        hint = json.loads(annotations.get(ANN_ALLOCATE_HINT, "{}"))
-    except json.JSONDecodeError:
+        hint = loads_bounded(annotations.get(ANN_ALLOCATE_HINT, "{}"))
+    except JSONTextError:
         return False
     rdma = hint.get("rdma") if isinstance(hint, dict) else None
     return isinstance(rdma, dict) and rdma.get("allocateStrategy") == "RequestsAsCount"
@@ -380,11 +380,18 @@ def allocated_devices(
 ) -> list[str]:
     """Device ids held by a running pod, from Koordinator's ``device-allocated`` annotation
     (``{"gpu": [{"minor": 0, ...}], "rdma": [{"minor": 1, "id": "..."}]}``): ``id`` when
-    given, else the node's device of that ``minor`` (``minors[type][minor]``)."""
+    given, else the node's device of that ``minor`` (``minors[type][minor]``).
+
+    Raises:
+        ValueError: the annotation is too large or too deep (:func:`loads_bounded`), not
+            JSON, or not an object of lists of objects.
+    """
     raw = annotations.get(ANN_DEVICE_ALLOCATED)
     if not raw:
         return []
-    data = json.loads(raw)
+    data = loads_bounded(raw)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
     out: list[str] = []
     for dtype in ("gpu", "rdma"):
         for alloc in data.get(dtype) or []:

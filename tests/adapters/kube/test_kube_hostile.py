@@ -363,3 +363,41 @@ def test_a_missing_priority_class_of_a_gang_object_is_noted_under_it(tmp_path: P
     assert (
         note.detail == "priorityClassName: PriorityClass 'missing' is not in the dump: priority 0"
     )
+
+
+# --------------------------------------------------------------------------- deep JSON
+
+DEEP = "[" * 50_000 + "]" * 50_000  # 100 KB: under the 256 KiB annotation limit
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        # before: RecursionError out of joint_policy (json.loads), a traceback
+        "scheduling.koordinator.sh/device-joint-allocate",
+        # before: RecursionError out of _requests_as_count
+        "scheduling.koordinator.sh/device-allocate-hint",
+    ],
+)
+def test_deep_json_in_a_pending_pods_annotation_is_ignored(tmp_path: Path, key: str) -> None:
+    p = pod("p0", annotations={key: DEEP})
+    p["spec"]["containers"][0]["resources"]["limits"]["koordinator.sh/rdma"] = "100"
+    f = tmp_path / "dump.yaml"
+    f.write_text(yaml.safe_dump_all([node(), p]), encoding="utf-8")
+    result = read_kube([f], KubeOptions(nic_resource="koordinator.sh/rdma"))
+    assert [g.name for g in result.snapshot.gangs] == ["p0"]  # still read, as one pending pod
+    assert invalid(result) == []
+    if key.endswith("joint-allocate"):
+        details = [e.detail for e in result.summary.notes]
+        assert any("nested more than 64 levels deep" in d for d in details), details
+
+
+def test_deep_json_in_device_allocated_is_a_note(tmp_path: Path) -> None:
+    # before: RecursionError out of allocated_devices for a running pod
+    p = pod("r0", annotations={"scheduling.koordinator.sh/device-allocated": DEEP})
+    p["spec"]["nodeName"] = "n1"
+    p["status"] = {"phase": "Running"}
+    result = read(tmp_path, node(), p)
+    assert [r.name for r in result.snapshot.running] == ["r0"]
+    details = [e.detail for e in result.summary.notes]
+    assert any("device-allocated: nested more than 64 levels deep" in d for d in details), details

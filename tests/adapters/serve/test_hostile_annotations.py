@@ -109,3 +109,18 @@ def test_run_survives_a_cycle_that_raises(
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info is not None
     assert "boom in cycle 2" in str(errors[0].exc_info[1])
+
+
+def test_serve_cycles_with_deep_koordinator_annotations(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # before: RecursionError out of allocated_devices / joint_policy in the snapshot
+    memory.put(node("n0", gpus=8))
+    allocated = {"scheduling.koordinator.sh/device-allocated": DEEP}
+    memory.put(pod("r1", node_name="n0", gpus=1, gated=False, annotations=allocated))
+    memory.put(volcano_group("g", 1))
+    joint = {"scheduling.koordinator.sh/device-joint-allocate": DEEP}
+    memory.put(pod("g-0", group="g", gpus=1, annotations=joint))
+    loop = ServeLoop(memory, ServeConfig(), clock=clock, solver=SOLVER, emit=lambda _: None)
+    report = loop.cycle()
+    assert report.admitted == ["ml/g"]  # 1 GPU asked, 7 free
