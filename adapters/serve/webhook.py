@@ -27,9 +27,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from gangplan.adapters.jsontext import loads_bounded
 from gangplan.adapters.serve.snapshot import GATE
 
-__all__ = ["gate_patch", "review", "serve_webhook"]
+__all__ = ["MAX_BODY_BYTES", "gate_patch", "review", "serve_webhook"]
 
 Obj = dict[str, Any]
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -73,6 +74,63 @@ def review(body: Obj, *, gate: str = GATE, selector: Mapping[str, str] | None = 
     }
 
 
+MAX_BODY_BYTES = 3 * 1024 * 1024
+"""The largest AdmissionReview body read: the API server's own request body limit
+(``MaxRequestBodyBytes``, 3 MiB, in ``k8s.io/apiserver/pkg/server/config.go``), so no review
+it sends is refused. A larger or negative ``Content-Length`` is answered 413 / 400 unread."""
+MAX_BODY_DEPTH = 200
+"""JSON nesting levels accepted in a body (a pod with ``managedFields`` nests about 20)."""
+HANDSHAKE_TIMEOUT_S = 10.0
+"""Seconds a client has to finish the TLS handshake (the API server's default webhook
+``timeoutSeconds`` is 10)."""
+REQUEST_TIMEOUT_S = 10.0
+"""Seconds a connection may stay silent while its request is read."""
+
+
+class _TLSServer(ThreadingHTTPServer):
+    """A threading HTTP server that does each TLS handshake in the connection's own thread,
+    with a timeout, so that a client that connects and never speaks TLS holds only its own
+    thread (wrapping the listening socket would run every handshake in ``accept``, in the
+    one thread that serves all)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, ctx: ssl.SSLContext):
+        super().__init__(address, handler)
+        self.ctx = ctx
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            tls = self.ctx.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        except OSError:
+            return
+        try:
+            tls.do_handshake()
+        except OSError:  # ssl.SSLError, a timeout, a reset: this connection only
+            tls.close()
+            return
+        try:
+            super().finish_request(tls, client_address)
+        finally:
+            tls.close()
+
+
+def _body_length(value: str | None) -> tuple[int | None, int, str]:
+    """``(length, 0, "")`` for a usable ``Content-Length``, else ``(None, code, why)``."""
+    if value is None:
+        return None, 411, "Content-Length is required"
+    try:
+        n = int(value.strip())
+    except ValueError:
+        return None, 400, f"Content-Length {value!r} is not a number"
+    if n < 0:
+        return None, 400, f"Content-Length {n} is negative"
+    if n > MAX_BODY_BYTES:
+        return None, 413, f"Content-Length {n} is more than the limit of {MAX_BODY_BYTES} bytes"
+    return n, 0, ""
+
+
 def serve_webhook(
     tls_dir: str | Path,
     *,
@@ -83,40 +141,62 @@ def serve_webhook(
     block: bool = True,
 ) -> ThreadingHTTPServer:
     """Serve :func:`review` over HTTPS on ``host:port`` with ``tls_dir``/``tls.crt`` and
-    ``tls.key``; blocks unless ``block`` is False (then it runs in a thread)."""
+    ``tls.key``; blocks unless ``block`` is False (then it runs in a thread).
+
+    Each connection is served in its own thread: its TLS handshake must end within
+    :data:`HANDSHAKE_TIMEOUT_S`, and a silent connection is closed after
+    :data:`REQUEST_TIMEOUT_S`. A body must come with a ``Content-Length`` (411 without one),
+    non-negative (400) and at most :data:`MAX_BODY_BYTES` (413); a body that is not an
+    AdmissionReview — not JSON, nested deeper than :data:`MAX_BODY_DEPTH`, not an object —
+    is answered 400 with the reason."""
     folder = Path(tls_dir)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(folder / "tls.crt", folder / "tls.key")
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_TIMEOUT_S
+
         def log_message(self, format: str, *args: Any) -> None:
             return
+
+        def _answer(self, code: int, data: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if code != 200:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_POST(self) -> None:
             if self.path.split("?")[0] != "/mutate-pods":
                 self.send_error(404)
                 return
+            n, code, why = _body_length(self.headers.get("Content-Length"))
+            if n is None:
+                self._answer(code, json.dumps({"error": why}).encode())
+                return
             try:
-                n = int(self.headers.get("Content-Length") or 0)
-                answer = review(json.loads(self.rfile.read(n)), gate=gate, selector=selector)
+                body = loads_bounded(
+                    self.rfile.read(n), max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH
+                )
+                if not isinstance(body, dict):
+                    raise ValueError("not a JSON object")
+                answer = review(body, gate=gate, selector=selector)
                 data, code = json.dumps(answer).encode(), 200
-            except (ValueError, AttributeError):
-                data, code = b'{"error": "not an AdmissionReview"}', 400
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            except (ValueError, AttributeError, TypeError) as err:
+                data = json.dumps({"error": f"not an AdmissionReview: {err}"}).encode()
+                code = 400
+            self._answer(code, data)
 
         def do_GET(self) -> None:  # the probes
             self.send_response(200 if self.path.startswith(("/healthz", "/readyz")) else 404)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    server.daemon_threads = True
+    server = _TLSServer((host, port), Handler, ctx)
     if block:
         server.serve_forever()
     else:
