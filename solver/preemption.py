@@ -4,21 +4,23 @@ Kueue's preemption do, so that CP-SAT is compared with schedulers that preempt t
 After a baseline has placed what fits, each gang still pending that may preempt
 (:meth:`~gangplan.models.PreemptionRules.kind`), highest priority first
 (:class:`~gangplan.solver.queue_order.QueueOrder`), takes its candidates — the running
-gangs it may evict, lowest priority first, then the most recently admitted (Kueue's
-candidate order; Volcano's ``preempt`` also takes the lowest priority first) — and evicts
-them one at a time, whole (an elastic gang: its pods above ``min_member``), until the gang
-fits; it is then placed by the ``greedy`` baseline's rule (binpack). If it never fits,
-nothing of the round is evicted (as Volcano does since github.com/volcano-sh/volcano pull
-request #5011: the statement is discarded unless the preemptor is assigned). With
-``reprieve`` (Kueue), the victims of a round are then offered back one by one, the last
-evicted first, and every one that fits beside what is placed stays.
+gangs it may evict that hold a pod on a node the gang may use (one that passes its
+selectors, affinity, tolerations and GPU models: Volcano's ``preempt`` only looks at nodes
+that pass the preemptor's predicates), lowest priority first, then the most recently
+admitted (Kueue's candidate order; Volcano's ``preempt`` also takes the lowest priority
+first) — and evicts them one at a time, whole (an elastic gang: its pods above
+``min_member``), until the gang fits (none if it fits as it is); it is then placed by the
+``greedy`` baseline's rule (binpack). If it never fits, nothing of the round is evicted
+(as Volcano does since github.com/volcano-sh/volcano pull request #5011: the statement is
+discarded unless the preemptor is assigned).
 
-Its faults are kept on purpose, as the schedulers have them: candidates are chosen one gang
-at a time, in a fixed order, without asking whether a victim's room is the room the gang
-will use, so a round can evict a gang that frees nothing the preemptor takes (Volcano evicting
-10 pods where 1 was needed: github.com/volcano-sh/volcano issue #5984); without a reprieve
-such a plan breaks the rule "no eviction for nothing" and the cycle does not use it as its
-incumbent.
+Then the victims of the round are offered back one by one, the last evicted first, and
+every one that fits beside what is placed stays. With ``reprieve`` (Kueue's
+minimal-preemptions step) every victim is offered; without it (``greedy``) only those on
+whose nodes the gang placed no pod — room it did not use — and then, the rest re-checked,
+any victim that still fits back. So a plan never evicts for nothing, unlike the Volcano
+behaviour of github.com/volcano-sh/volcano issue #5984 (10 pods evicted where 1 was
+needed), whose plan the verifier refuses.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ __all__ = ["REPRIEVE", "greedy_preemption"]
 REPRIEVE: Mapping[str, bool] = MappingProxyType(
     {"greedy": False, "topology-fit": True, "fgd": True}
 )
-"""Per baseline: does its preemption offer victims back once the gang fits? ``greedy``
-models Volcano (no), ``topology-fit`` and ``fgd`` Kueue (yes: its minimal-preemptions
-step)."""
+"""Per baseline: does its preemption offer every victim back once the gang fits, the last
+evicted first (Kueue's minimal-preemptions step: ``topology-fit``, ``fgd``)? ``greedy``
+(Volcano) first gives back the victims whose room the gang did not use, then re-checks the
+rest the same way (module docstring)."""
 
 
 @dataclass
@@ -115,10 +118,20 @@ class _Evictor:
         return True
 
 
-def _candidates(ctx: CycleContext, gang: Gang, evicted: set[tuple[str, str]]) -> list[_Step]:
+def _usable_nodes(state: ClusterState, gang: Gang) -> set[str]:
+    """Nodes some role of ``gang`` may use (its static filters: readiness, taints,
+    selectors, affinity, GPU models)."""
+    return {n for role in gang.roles for n in state.candidates(gang, role)}
+
+
+def _candidates(
+    ctx: CycleContext, state: ClusterState, gang: Gang, evicted: set[tuple[str, str]]
+) -> list[_Step]:
     """The gang's candidate victims in Kueue's order (module docstring): whole gangs, or an
-    elastic gang's pods above its min_member that are still running."""
+    elastic gang's pods above its min_member that are still running, with a pod to evict on
+    a node the gang may use."""
     rules = ctx.snapshot.preemption_rules
+    usable = _usable_nodes(state, gang)
     out = []
     for rg in rules.gangs.values():
         if rules.kind(gang, rg) is None:
@@ -127,7 +140,7 @@ def _candidates(ctx: CycleContext, gang: Gang, evicted: set[tuple[str, str]]) ->
         if len(left) < rg.size:
             continue  # already a victim this cycle
         take = sorted(left, key=lambda p: p.name)[rg.min_member :] if rg.elastic else left
-        if take:
+        if take and any(p.node in usable for p in take):
             out.append(_Step(rg, take))
     out.sort(
         key=lambda st: (
@@ -166,8 +179,12 @@ def greedy_preemption(
         if gang.preemption_policy == "Never":
             continue
         steps: list[_Step] = []
-        admitted: list[PodPlacement] | None = None
-        for step in _candidates(ctx, gang, evicted):
+        # it may fit as it is (its baseline's rule failed it, binpack may not): no eviction
+        admitted: list[PodPlacement] | None = place_gang(ctx, state, order, gang)
+        if admitted:
+            out += admitted
+            continue
+        for step in _candidates(ctx, state, gang, evicted):
             evictor.evict(step.pods)
             steps.append(step)
             admitted = place_gang(ctx, state, order, gang)
@@ -177,8 +194,14 @@ def greedy_preemption(
             for step in reversed(steps):
                 assert evictor.restore(step.pods)
             continue
-        if reprieve:
-            steps = [st for st in reversed(steps) if not evictor.restore(st.pods)][::-1]
+        if not reprieve:  # room the gang did not use: no pod of it on the victim's nodes
+            used = {p.node for p in admitted}
+            steps = [
+                st
+                for st in reversed(steps)
+                if used & {p.node for p in st.pods} or not evictor.restore(st.pods)
+            ][::-1]
+        steps = [st for st in reversed(steps) if not evictor.restore(st.pods)][::-1]
         out += admitted
         for step in steps:
             evicted |= {(p.namespace, p.name) for p in step.pods}

@@ -21,6 +21,7 @@ from gangplan.adapters.cli.common import (
 )
 from gangplan.adapters.files import STDOUT, load_plan, load_snapshot
 from gangplan.adapters.kube.bindings import Withheld
+from gangplan.models import Plan, Snapshot
 from gangplan.solver.cycle import PLACERS
 
 __all__ = ["schema", "solve", "validate", "verify"]
@@ -182,6 +183,7 @@ def solve(
         result = solve_cycle(snapshot, prev, cfg)
     else:
         result = run_baseline(snapshot, placer, prev)
+        refuse_unverified(snapshot, result.plan, placer)
     # everything that is printed is made before the plan is written, so that nothing can
     # fail after -o has replaced a file
     # the terminal's width; 80 columns (or $COLUMNS) when piped
@@ -226,6 +228,25 @@ def solve(
             click.echo(f"plan written to {output}")
     else:
         click.echo(text, nl=False)
+
+
+def refuse_unverified(snapshot: Snapshot, plan: Plan, placer: str) -> None:
+    """Every plan ``solve`` prints or writes passes ``gangplan verify``: a baseline's plan
+    that does not (``solve_cycle`` only returns verified plans) is refused, nothing written.
+
+    Raises:
+        click.ClickException: the first violations, and what to run instead.
+    """
+    from gangplan.solver.verify import verify as run_verify
+
+    violations = run_verify(snapshot, plan)
+    if violations:
+        shown = "\n".join(f"  {v}" for v in violations[:5])
+        more = f"\n  and {len(violations) - 5} more" if len(violations) > 5 else ""
+        raise click.ClickException(
+            f"placer {placer}: its plan fails the verifier, so it is not written:\n{shown}"
+            f"{more}\n(--placer cpsat returns only verified plans)"
+        )
 
 
 def withheld_warnings(withheld: list[Withheld], examples: int = 5) -> list[str]:

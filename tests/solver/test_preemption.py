@@ -8,6 +8,7 @@ says otherwise. Each expected plan is worked out beside its test.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -308,13 +309,39 @@ def test_cpsat_evicts_only_the_victim_that_makes_room() -> None:
     assert evicted(result) == ["v5"]
 
 
-def test_volcano_like_greedy_preemption_evicts_for_nothing() -> None:
-    # greedy (Volcano: no reprieve) evicts v0 first, h still does not fit, then v5: both go,
-    # and the plan breaks "no eviction for nothing" (github.com/volcano-sh/volcano #5984)
+def test_greedy_preemption_gives_back_the_room_it_did_not_use() -> None:
+    # greedy (Volcano's order) evicts v0 first, h still does not fit, then v5 on n2, where
+    # h goes: v0's room on n1 is unused and it is given back (before, both were evicted
+    # and the plan broke "no eviction for nothing", github.com/volcano-sh/volcano #5984)
     s = trap()
     base = run_baseline(s, "greedy")
-    assert sorted(e.pod for e in base.plan.evictions) == ["v0", "v5"]
-    assert {v.rule for v in verify(s, base.plan)} == {"victim_priority", "eviction_needed"}
+    assert sorted(e.pod for e in base.plan.evictions) == ["v5"]
+    assert verify(s, base.plan) == []
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "preemption"
+
+
+@pytest.mark.parametrize(
+    ("name", "victims"),
+    [
+        # g3 asks A100s, only n0 has them: its 4 GPUs are all r3's, so r3 goes, and r0 (on
+        # the H100 node n1, the most recently admitted) must stay; before, both went
+        ("min-victim", ["r3"]),
+        # g3's affinity (rank > 4) leaves only n3: 3 pods x 2 CPU do not fit beside r1's 4
+        # of 8 CPUs, so r1 goes; r0 on n2 (no rank label) must stay; before, both went
+        ("min-evict", ["r1"]),
+    ],
+)
+@pytest.mark.parametrize("placer", ["greedy", "topology-fit", "fgd"])
+def test_greedy_preemption_evicts_only_on_nodes_the_gang_may_use(
+    name: str, victims: list[str], placer: str
+) -> None:
+    s, _ = load_snapshot(FIXTURES / f"{name}.yaml")
+    base = run_baseline(s, placer)
+    assert sorted(e.pod for e in base.plan.evictions) == victims
+    assert [g.key for g in base.plan.gangs if g.admitted] == ["default/g3"]
+    assert verify(s, base.plan) == []
 
 
 @pytest.mark.parametrize("placer", ["topology-fit", "fgd"])

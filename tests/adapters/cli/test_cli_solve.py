@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -129,3 +132,37 @@ def test_reasons_are_structured_in_json_and_yaml(tmp_path: Path) -> None:
         assert r.exit_code == 0, r.output
         (gang,) = parse(r.stdout)["gangs"]
         assert gang["reason"] == expected
+
+
+def test_solve_refuses_a_baseline_plan_the_verifier_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a baseline whose plan evicts for nothing (as greedy did on min-victim.yaml): r0 runs
+    # on n1, an H100 node g3 (A100 only) may not use
+    import gangplan.solver.cycle as cycle
+    from gangplan.models import Eviction
+
+    real = cycle.run_baseline
+
+    def broken(*args: Any, **kw: Any) -> Any:
+        result = real(*args, **kw)
+        bogus = Eviction(
+            pod="r0",
+            namespace="default",
+            gang="rg0",
+            node="n1",
+            for_gang="default/g3",
+            kind="priority",
+            reason="for nothing",
+        )
+        plan = result.plan.model_copy(update={"evictions": (*result.plan.evictions, bogus)})
+        return dataclasses.replace(result, plan=plan)
+
+    monkeypatch.setattr(cycle, "run_baseline", broken)
+    instance = Path(__file__).parents[2] / "fixtures" / "preemption" / "min-victim.yaml"
+    out = tmp_path / "p.yaml"
+    r = CliRunner().invoke(main, ["solve", str(instance), "--placer", "greedy", "-o", str(out)])
+    assert r.exit_code == 1
+    assert "placer greedy: its plan fails the verifier, so it is not written" in r.output
+    assert "[victim_priority]" in r.output
+    assert not out.exists()
