@@ -32,7 +32,11 @@ from gangplan.adapters.cli.common import (
 from gangplan.adapters.cli.convert import convert
 from gangplan.adapters.files import dump_data, write_output
 from gangplan.adapters.kube.read import KubeOptions, read_kube
-from gangplan.adapters.kube.summary import REASON_INVALID, REASON_NOT_AN_OBJECT
+from gangplan.adapters.kube.summary import (
+    REASON_INVALID,
+    REASON_KIND_NOT_READ,
+    REASON_NOT_AN_OBJECT,
+)
 from gangplan.adapters.kube.topology import PRESETS, TEMPLATES
 from gangplan.models import Snapshot, instance_from_snapshot
 
@@ -170,10 +174,13 @@ def k8s(
         click.echo(line, err=True)
     if not sum(result.summary.read.values()):
         skipped = len(result.summary.skipped)
+        kinds_only = all(e.reason == REASON_KIND_NOT_READ for e in result.summary.skipped)
         why = (
-            f"not one object of a kind gangplan reads ({skipped} not read, listed above)"
-            if skipped
-            else "the dump holds no object"
+            "the dump holds no object"
+            if not skipped
+            else f"not one object of a kind gangplan reads ({skipped} not read, listed above)"
+            if kinds_only
+            else f"not one object could be converted ({skipped} not read, listed above)"
         )
         raise UserError([f"{', '.join(dump)}: nothing read: {why}; no instance written"])
     fmt = "json" if output is not None and output.suffix.lower() == ".json" else "yaml"

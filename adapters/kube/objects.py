@@ -304,7 +304,7 @@ def read_objects(docs: list[Document], summary: ReadSummary) -> Registry:
                 old.source, old.display_kind, old.key, REASON_DUPLICATE, f"by {obj.source}"
             )
     for obj in reg:
-        summary.read[obj.display_kind] += 1
+        summary.count(obj)
     return reg
 
 

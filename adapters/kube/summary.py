@@ -107,10 +107,17 @@ class ReadSummary:
     """Everything a dump held, sorted into read, skipped (with reasons) and notes."""
 
     read: Counter[str] = field(default_factory=Counter)
-    """objects read, by kind (``{"Pod": 12, "Node": 4, "Queue": 2}``)"""
+    """objects read, by kind (``{"Pod": 12, "Node": 4, "Queue": 2}``): those that parsed
+    and were not skipped later (:meth:`skip_object` takes one back)"""
     skipped: list[Entry] = field(default_factory=list)
     notes: list[Entry] = field(default_factory=list)
     _seen: set[Entry] = field(default_factory=set, repr=False)
+    _counted: set[tuple[str, str, str]] = field(default_factory=set, repr=False)
+
+    def count(self, obj: Described) -> None:
+        """``obj`` parsed: one more of its kind in :attr:`read` (until skipped)."""
+        self._counted.add((obj.source, obj.display_kind, obj.key))
+        self.read[obj.display_kind] += 1
 
     def skip(self, source: str, kind: str, name: str, reason: str, detail: str = "") -> None:
         self.skipped.append(Entry(source, kind, name, reason, detail))
@@ -122,7 +129,14 @@ class ReadSummary:
             self.notes.append(entry)
 
     def skip_object(self, obj: Described, reason: str, detail: str = "") -> None:
-        """:meth:`skip` for an object, by its source, kind and name."""
+        """:meth:`skip` for an object, by its source, kind and name; an object counted in
+        :attr:`read` is taken out of it (it parsed, but was not converted)."""
+        ident = (obj.source, obj.display_kind, obj.key)
+        if ident in self._counted:
+            self._counted.discard(ident)
+            self.read[obj.display_kind] -= 1
+            if not self.read[obj.display_kind]:
+                del self.read[obj.display_kind]
         self.skip(obj.source, obj.display_kind, obj.key, reason, detail)
 
     def note_object(self, obj: Described, reason: str, detail: str = "") -> None:

@@ -525,6 +525,12 @@ def test_a_json_dump_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
             "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
             "not one object of a kind gangplan reads (1 not read, listed above)",
         ),
+        # one Pod without spec: parsed, then refused by the conversion; before, "read: 1
+        # Pod", an empty instance written and exit 0
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p1, namespace: default}\n",
+            "not one object could be converted (1 not read, listed above)",
+        ),
     ],
 )
 def test_nothing_read_is_an_error_and_writes_nothing(tmp_path: Path, text: str, why: str) -> None:

@@ -528,7 +528,8 @@ def test_hived_is_listed_by_kind_and_reason() -> None:
         # request/basic's 3 pods ask their GPUs in the HiveD annotation, not in resources
         ("Pod", REASON_NOT_MAPPED): 3,
     }
-    assert r.snapshot.gangs == () and r.summary.read == {"Pod": 3}
+    # every pod is listed as not read above: none counts as read (before: {"Pod": 3})
+    assert r.snapshot.gangs == () and r.summary.read == {}
 
 
 def test_nvidia_gfd_is_listed_and_its_labels_give_the_gpu_model(tmp_path: Path) -> None:
