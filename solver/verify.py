@@ -31,7 +31,7 @@ from gangplan.models import (
 from gangplan.solver.verify_evictions import EVICTION_CHECKS
 from gangplan.topology import NODE_LEVEL, Topology, build_topology
 
-__all__ = ["CHECKS", "Violation", "verify"]
+__all__ = ["CHECKS", "Violation", "check_outcomes", "verify"]
 
 
 @dataclass(frozen=True)
@@ -475,3 +475,36 @@ CHECKS: tuple[Callable[[_Ctx], Iterator[Violation]], ...] = (
     check_queue_max,
     *(_violations(check) for check in EVICTION_CHECKS),
 )
+
+
+def check_outcomes(plan: Plan) -> list[Violation]:
+    """The plan's own consistency, without a snapshot (what :func:`check_references` says of
+    outcomes and pods): every pod's gang has exactly one outcome, each pod is placed once,
+    and each outcome's ``placed``, ``admitted`` and ``reason`` agree with its pods — so a
+    plan edited by hand or cut short is caught before anything reads its pods alone (as
+    ``gangplan apply`` does). Returns the violations (rule ``references``), empty if none."""
+    out: list[Violation] = []
+    outcomes = Counter(o.key for o in plan.gangs)
+    placed = Counter(p.gang_key for p in plan.pods)
+    for key, n in sorted(outcomes.items()):
+        if n > 1:
+            out.append(Violation("references", f"gang {key} has {n} outcomes"))
+    for key in sorted(set(placed) - set(outcomes)):
+        out.append(Violation("references", f"gang {key}: {placed[key]} pods placed but no outcome"))
+    for (ns, name), n in Counter((p.namespace, p.pod) for p in plan.pods).items():
+        if n > 1:
+            out.append(Violation("references", f"pod {ns}/{name} is placed {n} times"))
+    for o in plan.gangs:
+        if o.placed != placed.get(o.key, 0):
+            out.append(
+                Violation(
+                    "references",
+                    f"gang {o.key}: outcome says {o.placed} pods placed, the plan has "
+                    f"{placed.get(o.key, 0)}",
+                )
+            )
+        if o.admitted != (o.placed > 0):
+            out.append(
+                Violation("references", f"gang {o.key}: admitted={o.admitted} with {o.placed} pods")
+            )
+    return out

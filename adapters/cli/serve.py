@@ -127,7 +127,7 @@ def apply(
     try:
         loop, report = run.apply_plan(api, cfg, p)
     except run.PlanRefused as err:
-        raise UserError(err.lines) from None
+        raise UserError([f"{plan}: {line}" for line in err.lines]) from None
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     if cfg.dry_run:

@@ -27,7 +27,7 @@ from gangplan.adapters.serve.leader import LeaseElector
 from gangplan.adapters.serve.loop import CycleReport, Elector, ServeLoop
 from gangplan.models import Plan
 from gangplan.solver.result import assemble_plan
-from gangplan.solver.verify import verify
+from gangplan.solver.verify import check_outcomes, verify
 
 __all__ = ["PlanRefused", "apply_plan", "make_loop", "serve", "start_http"]
 
@@ -163,8 +163,14 @@ def apply_plan(api: KubeApi, config: ServeConfig, plan: Plan) -> tuple[ServeLoop
     notes); the plan's pods of those gangs must pass the verifier against the live snapshot.
 
     Raises:
-        PlanRefused: the verifier's violations (nothing is sent then).
+        PlanRefused: the plan's own inconsistencies (:func:`check_outcomes
+            <gangplan.solver.verify.check_outcomes>`: e.g. a pending gang with pods, pods
+            without an outcome), or the verifier's violations on the live snapshot (nothing
+            is sent then).
     """
+    own = check_outcomes(plan)
+    if own:
+        raise PlanRefused([f"the plan contradicts itself: {v}" for v in own])
     loop = make_loop(api, config, once=True)
     loop.cache.pump()
     now = loop.clock.now()

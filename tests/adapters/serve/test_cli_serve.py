@@ -175,7 +175,64 @@ def test_apply_refuses_a_plan_that_does_not_hold(
         ],
     )
     assert res.exit_code == 1
-    assert "error: the plan does not hold on the cluster now: [capacity]" in res.stderr
+    assert f"error: {plan}: the plan does not hold on the cluster now: [capacity]" in res.stderr
+    assert all(p["spec"].get("schedulingGates") == [{"name": GATE}] for p in memory.objects(PODS))
+
+
+def _train_pods() -> list[dict[str, object]]:
+    return [
+        {
+            "pod": f"train-{i}",
+            "gang": "train",
+            "namespace": "ml",
+            "role": "pods",
+            "node": f"n{i}",
+            "gpus": [f"gpu-{j}" for j in range(8)],
+        }
+        for i in range(2)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("gangs", "why"),
+    [
+        # the outcome says pending, 0 placed, but 2 pods are listed (each fits its node:
+        # before, apply ungated both)
+        (
+            [
+                {
+                    "gang": "train",
+                    "namespace": "ml",
+                    "admitted": False,
+                    "placed": 0,
+                    "reason": {"kind": "lost", "message": "x"},
+                }
+            ],
+            "gang ml/train: outcome says 0 pods placed, the plan has 2",
+        ),
+        # no outcome at all for the gang of the 2 pods
+        ([], "gang ml/train: 2 pods placed but no outcome"),
+    ],
+    ids=["pending-with-pods", "no-gangs"],
+)
+def test_apply_refuses_a_plan_that_contradicts_itself(
+    files: dict[str, Path], memory: InMemoryApi, tmp_path: Path, gangs: list[object], why: str
+) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "gangplan.io/v1alpha1",
+                "kind": "Plan",
+                "gangs": gangs,
+                "pods": _train_pods(),
+            }
+        )
+    )
+    args = ["apply", str(plan), "--config", str(_config(files))]
+    res = CliRunner().invoke(main, [*args, "--kubeconfig", str(files["kubeconfig"])])
+    assert res.exit_code == 1
+    assert f"error: {plan}: the plan contradicts itself: [references] {why}" in res.stderr
     assert all(p["spec"].get("schedulingGates") == [{"name": GATE}] for p in memory.objects(PODS))
 
 
