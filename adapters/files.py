@@ -24,6 +24,7 @@ import yaml
 from pydantic import ValidationError
 
 from gangplan.adapters import yaml_input
+from gangplan.adapters.jsontext import DuplicateKeyError, key_lines, strict_pairs
 from gangplan.models import (
     InstanceError,
     Plan,
@@ -180,7 +181,8 @@ def read_data(path: str | Path | None) -> tuple[str, Any]:
 
     The file is read by :func:`read_text` (a size bound, UTF-8 with or without a BOM) and
     YAML by :mod:`gangplan.adapters.yaml_input` (duplicate keys and excessive aliasing
-    refused).
+    refused); JSON by :func:`json.loads`, duplicate keys refused too
+    (:func:`~gangplan.adapters.jsontext.strict_pairs`).
 
     Raises:
         InputError: missing file, unreadable, too large, not text, or not valid YAML/JSON
@@ -193,8 +195,19 @@ def read_data(path: str | Path | None) -> tuple[str, Any]:
     text = read_text(p)
     try:
         if p.suffix.lower() == ".json":
-            return name, json.loads(text)
+            # duplicate keys refused, as YAML's and Kubernetes' strict decoding refuse them
+            return name, json.loads(text, object_pairs_hook=strict_pairs)
         return name, yaml_input.load(text)
+    except DuplicateKeyError as err:
+        lines = key_lines(text, err.key)  # both lines when the key appears only twice
+        where = (
+            ""
+            if len(lines) != 2
+            else f"line {lines[0]}"
+            if lines[0] == lines[1]
+            else f"lines {lines[0]} and {lines[1]}"
+        )
+        raise InputError(name, [Problem(where, f"not valid JSON: {err}")]) from None
     except json.JSONDecodeError as err:
         raise InputError(
             name, [Problem(f"line {err.lineno} column {err.colno}", f"not valid JSON: {err.msg}")]

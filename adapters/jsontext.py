@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "DuplicateKeyError",
     "JSONTextError",
+    "key_lines",
     "loads_bounded",
     "strict_pairs",
 ]
@@ -43,7 +44,18 @@ class JSONTextError(ValueError):
 
 
 class DuplicateKeyError(ValueError):
-    """A key given twice in one JSON object."""
+    """A key given twice in one JSON object (``key``: that key)."""
+
+    def __init__(self, message: str, key: str):
+        super().__init__(message)
+        self.key = key
+
+
+def key_lines(text: str, key: str) -> list[int]:
+    """The lines (1-based) of ``text`` where ``key`` appears as an object key, as JSON
+    writes it (``"key":``) — for messages; at most the first 10."""
+    pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:")
+    return [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)][:10]
 
 
 def _too_deep(text: str, max_depth: int) -> bool:
@@ -102,13 +114,16 @@ def strict_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         DuplicateKeyError: a key appears twice (message: the key, the object's other keys
             and the positions, 1-based, of both occurrences among its members).
     """
-    out: dict[str, Any] = {}
-    for i, (k, v) in enumerate(pairs):
-        if k in out:
-            first = next(j for j, (kk, _) in enumerate(pairs) if kk == k)
+    out = dict(pairs)
+    if len(out) == len(pairs):  # the common case, at C speed
+        return out
+    seen: dict[str, int] = {}
+    for i, (k, _v) in enumerate(pairs):
+        if k in seen:
             raise DuplicateKeyError(
-                f"duplicate key {k!r} (members {first + 1} and {i + 1} of the object with "
-                f"keys {', '.join(repr(x) for x in dict(pairs))})"
+                f"duplicate key {k!r} (members {seen[k] + 1} and {i + 1} of the object with "
+                f"keys {', '.join(repr(x) for x in out)})",
+                k,
             )
-        out[k] = v
-    return out
+        seen[k] = i
+    return out  # pragma: no cover - unreachable: a shorter dict means a repeated key

@@ -548,3 +548,32 @@ def test_a_duplicate_key_in_the_serve_configuration_names_both_lines(tmp_path: P
     assert assert_user_error(run("serve", "--once", "--config", str(cfg))) == [
         f"error: {cfg}: line 2 column 1: not YAML: mapping key 'period_s' already defined at line 1"
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        # the breaker's file, on one line: before, the first "queues" was dropped silently
+        (
+            '{"apiVersion": "gangplan.io/v1alpha1", "kind": "Instance", '
+            '"queues": [{"name": "q"}], "queues": []}',
+            "line 1",
+        ),
+        # the same over four lines: both lines named
+        (
+            '{"apiVersion": "gangplan.io/v1alpha1",\n "kind": "Instance",\n'
+            ' "queues": [{"name": "q"}],\n "queues": []}\n',
+            "lines 3 and 4",
+        ),
+    ],
+    ids=["one-line", "four-lines"],
+)
+def test_a_duplicate_key_in_a_json_instance_is_refused(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    f = tmp_path / "dup.json"
+    f.write_text(text, encoding="utf-8")
+    assert assert_user_error(run("validate", str(f))) == [
+        f"error: {f}: {where}: not valid JSON: duplicate key 'queues' (members 3 and 4 of the "
+        "object with keys 'apiVersion', 'kind', 'queues')"
+    ]
