@@ -11,11 +11,19 @@ Durations are seconds. The fields (the defaults in ``deploy/configmap.yaml`` and
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gangplan.adapters import yaml_input
 from gangplan.adapters.files import InputError, read_text
@@ -34,7 +42,8 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinity are no durations (NaN passed every bound check but one)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LeaderElection(_Strict):
@@ -47,6 +56,34 @@ class LeaderElection(_Strict):
     lease_duration_s: float = Field(15.0, gt=0, le=3600)
     renew_deadline_s: float = Field(10.0, gt=0, le=3600)
     retry_period_s: float = Field(2.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderElection:
+        """client-go's rules (``NewLeaderElector`` in ``k8s.io/client-go/tools/leaderelection/
+        leaderelection.go``): ``leaseDuration > renewDeadline`` and ``renewDeadline >
+        JitterFactor * retryPeriod``, with ``JitterFactor = 1.2`` — else a replica could lose
+        the Lease before it gives up renewing it, and two would lead at once."""
+        if self.lease_duration_s <= self.renew_deadline_s:
+            raise ValueError(
+                f"lease_duration_s ({self.lease_duration_s:g}) must be greater than "
+                f"renew_deadline_s ({self.renew_deadline_s:g}), as client-go's leader "
+                "election requires"
+            )
+        if self.renew_deadline_s <= JITTER_FACTOR * self.retry_period_s:
+            raise ValueError(
+                f"renew_deadline_s ({self.renew_deadline_s:g}) must be greater than "
+                f"{JITTER_FACTOR:g} x retry_period_s ({self.retry_period_s:g}), as client-go's "
+                "leader election requires"
+            )
+        return self
+
+
+JITTER_FACTOR = 1.2
+"""client-go's ``leaderelection.JitterFactor``."""
+
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""What ``spec.schedulerName`` accepts: a DNS-1123 subdomain (``IsDNS1123Subdomain`` in
+``k8s.io/apimachinery/pkg/util/validation/validation.go``)."""
 
 
 class ServeConfig(_Strict):
@@ -108,6 +145,17 @@ class ServeConfig(_Strict):
                 ) from None
         return v
 
+    @field_validator("scheduler_name")
+    @classmethod
+    def _scheduler_name(cls, v: str) -> str:
+        if not DNS1123_SUBDOMAIN.fullmatch(v):
+            raise ValueError(
+                "not a DNS-1123 subdomain, as spec.schedulerName must be: lower-case letters, "
+                "digits, '-' and '.', starting and ending with a letter or digit (e.g. "
+                "'gangplan')"
+            )
+        return v
+
 
 def load_config(path: str | Path | None) -> ServeConfig:
     """The configuration in ``path`` (YAML; None: the defaults).
@@ -139,7 +187,30 @@ def load_config(path: str | Path | None) -> ServeConfig:
             msg = e["msg"].removeprefix("Value error, ")
             if e["type"] == "extra_forbidden":
                 msg = f"not a field (fields: {', '.join(ServeConfig.model_fields)})"
-            elif "input" in e and e["type"] != "missing":
+            elif e["type"] == "finite_number":
+                msg = f"{e['input']!r} is not a number of seconds; {_accepted(e['loc'])}"
+            elif "input" in e and e["type"] != "missing" and not isinstance(e["input"], dict):
                 msg += f" (got {e['input']!r})"
             lines.append(f"{p}: {loc}: {msg}")
         raise ConfigError(lines) from None
+
+
+def _accepted(loc: tuple[int | str, ...]) -> str:
+    """The range a numeric field at ``loc`` accepts, from its bounds, e.g. "a number
+    greater than 0 and at most 3600"."""
+    model: type[BaseModel] = ServeConfig
+    info = None
+    for part in loc:
+        info = model.model_fields.get(str(part))
+        if info is None:
+            return "a finite number"
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            model = info.annotation
+    words = []
+    for m in info.metadata if info is not None else []:
+        for attr, word in (("gt", "greater than"), ("ge", "at least"), ("lt", "below")):
+            if getattr(m, attr, None) is not None:
+                words.append(f"{word} {getattr(m, attr):g}")
+        if getattr(m, "le", None) is not None:
+            words.append(f"at most {m.le:g}")
+    return "give a number " + " and ".join(words) if words else "a finite number"

@@ -244,6 +244,24 @@ def test_apply_refuses_a_plan_that_contradicts_itself(
         ("period_s: -1\n", "period_s: Input should be greater than 0"),
         ("topology_labels: 'a,,b'\n", "topology_labels: "),  # an empty level
         ("- 1\n", "the configuration must be a mapping"),
+        # client-go's NewLeaderElector refuses both (leaseDuration > renewDeadline >
+        # 1.2 x retryPeriod); before, accepted
+        (
+            "leader_election: {lease_duration_s: 1, renew_deadline_s: 5}\n",
+            "leader_election: lease_duration_s (1) must be greater than renew_deadline_s (5)",
+        ),
+        (
+            "leader_election: {renew_deadline_s: 2, retry_period_s: 2}\n",
+            "leader_election: renew_deadline_s (2) must be greater than 1.2 x retry_period_s (2)",
+        ),
+        # spec.schedulerName is a DNS-1123 subdomain; before, accepted
+        ('scheduler_name: "Bad Name"\n', "scheduler_name: not a DNS-1123 subdomain"),
+        # before: "Input should be less than or equal to 3600 (got nan)"
+        (
+            "period_s: .nan\n",
+            "period_s: nan is not a number of seconds; give a number greater than 0 and at "
+            "most 3600",
+        ),
     ],
 )
 def test_a_bad_config_names_the_field(tmp_path: Path, text: str, expected: str) -> None:
