@@ -118,7 +118,8 @@ def read_text(path: str | Path, *, dash_is_stdin: bool = False) -> str:
         # standard input as bytes (a text stream without a buffer, as tests set, as text)
         handle = getattr(sys.stdin, "buffer", sys.stdin) if stdin else open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
-        raise InputError(name, [Problem("", "no such file")]) from None
+        hint = " (this command reads files, not standard input)" if name == "-" else ""
+        raise InputError(name, [Problem("", f"no such file{hint}")]) from None
     except IsADirectoryError:
         raise InputError(name, [Problem("", "is a directory, not a file")]) from None
     except OSError as err:
@@ -431,6 +432,18 @@ def _replace(name: str, target: Path, raw: bytes, st: os.stat_result | None) -> 
     tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:  # e.g. /proc: its files exist, but nothing can be created there
+        raise InputError(
+            name,
+            [
+                Problem(
+                    "",
+                    f"cannot write: no new file can be made in {folder} to replace it "
+                    f"({err.strerror or err}); the file is left as it was",
+                )
+            ],
+        ) from None
+    try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()

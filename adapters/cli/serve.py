@@ -98,10 +98,18 @@ def serve(
     if once and report is not None:
         click.echo(
             f"cycle: {report.gangs} pending gangs, {len(report.admitted)} admitted "
-            f"({', '.join(report.admitted) or 'none'}), {report.applied} pods "
+            f"({_some(report.admitted)}), {report.applied} pods "
             f"{'would be ' if cfg.dry_run else ''}applied, {report.failures} failures",
             err=True,
         )
+
+
+def _some(names: list[str], shown: int = 10) -> str:
+    """``names`` joined, the first ``shown`` and "and N more" ("none" when empty)."""
+    if not names:
+        return "none"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 @main.command("apply")

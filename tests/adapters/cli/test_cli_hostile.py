@@ -577,3 +577,20 @@ def test_a_duplicate_key_in_a_json_instance_is_refused(
         f"error: {f}: {where}: not valid JSON: duplicate key 'queues' (members 3 and 4 of the "
         "object with keys 'apiVersion', 'kind', 'queues')"
     ]
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs Linux's /proc")
+def test_writing_over_a_proc_file_says_why(tmp_path: Path) -> None:
+    # before: "cannot write: No such file or directory" for a file that exists
+    errors = assert_user_error(run("solve", "-o", "/proc/version"))
+    assert errors == [
+        "error: /proc/version: cannot write: no new file can be made in /proc to replace it "
+        "(No such file or directory); the file is left as it was"
+    ]
+
+
+def test_a_dash_is_not_standard_input_for_solve() -> None:
+    # before: "-: no such file", while the docs spoke of standard input
+    assert assert_user_error(run("solve", "-")) == [
+        "error: -: no such file (this command reads files, not standard input)"
+    ]

@@ -271,3 +271,12 @@ def test_a_bad_config_names_the_field(tmp_path: Path, text: str, expected: str) 
     assert res.exit_code == 1
     assert f"error: {cfg}: " in res.stderr and expected in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_the_cycle_line_shows_at_most_ten_gangs() -> None:
+    from gangplan.adapters.cli.serve import _some
+
+    names = [f"ml/g{i}" for i in range(200)]
+    assert _some(names) == ", ".join(f"ml/g{i}" for i in range(10)) + " and 190 more"
+    assert _some(names[:10]) == ", ".join(names[:10])
+    assert _some([]) == "none"
