@@ -36,6 +36,13 @@ def _pyplot() -> Any:
     return plt
 
 
+def _legend(ax: Any, **kw: Any) -> None:
+    """The axes' legend, only when something is labelled (an empty trace draws nothing:
+    no empty legend, no matplotlib warning)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def _save(fig: Any, path: Path) -> Path:
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp, dpi=110, bbox_inches="tight")
@@ -56,7 +63,7 @@ def _jct_cdf(runs: Sequence[Run], path: Path) -> Path:
     ax.set_ylabel("share of finished jobs")
     ax.set_title("JCT CDF")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     out = _save(fig, path)
     plt.close(fig)
     return out
@@ -86,7 +93,7 @@ def _utilisation(runs: Sequence[Run], path: Path) -> Path:
     ax.set_ylabel("GPUs held (% of the cluster)")
     ax.set_title("GPU utilisation (hourly mean)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     out = _save(fig, path)
     plt.close(fig)
     return out
@@ -131,7 +138,7 @@ def _queue_shares(runs: Sequence[Run], path: Path) -> Path:
         ax.set_title(f"queue shares, {res.label}")
         ax.set_ylabel("dominant share (%)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
+        _legend(ax, fontsize=6, ncol=2)
     axes[-1, 0].set_xlabel("days from the first arrival")
     out = _save(fig, path)
     plt.close(fig)
@@ -154,7 +161,7 @@ def _wait_by_size(runs: Sequence[Run], path: Path) -> Path:
     ax.set_ylabel("wait (s): bars mean, triangles p95")
     ax.set_title("queueing delay by gang size")
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)
     out = _save(fig, path)
     plt.close(fig)
     return out

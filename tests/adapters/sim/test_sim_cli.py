@@ -4,6 +4,8 @@ error naming the file, row and field (exit 1; bad option values exit 2), no trac
 from __future__ import annotations
 
 import csv
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -177,3 +179,26 @@ def test_instance_cluster_drops_its_gangs_and_pods(
     assert result.exit_code == 0, result.output
     row = next(csv.DictReader((out / "results.csv").open(encoding="utf-8")))
     assert float(row["jct_mean_s"]) == 412  # as in test_sim_metrics.py
+
+
+def test_an_empty_trace_draws_no_empty_legend(
+    trace_of: Callable[..., Path], three_nodes: Path, tmp_path: Path
+) -> None:
+    # before: matplotlib's UserWarning "No artists with labels found to put in legend", 3 times
+    out = tmp_path / "out"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(
+            trace_of([]),
+            "--cluster",
+            three_nodes,
+            "--gpus-per-node",
+            4,
+            "--out",
+            out,
+            "--workers",
+            1,
+        )
+    assert result.exit_code == 0, result.output
+    assert [str(w.message) for w in caught if "legend" in str(w.message)] == []
+    assert (out / "jct_cdf.png").read_bytes()[:4] == b"\x89PNG"
