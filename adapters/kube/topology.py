@@ -408,8 +408,9 @@ def load_template(value: str) -> tuple[str, DeviceLayout]:
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
+        where = f"{loc}: " if loc else ""  # empty: the file is not a mapping at all
         raise OptionError(
-            f"{p}: {loc}: {first['msg']} (a DeviceLayout: numa_nodes > pcie_switches > gpus, nics)"
+            f"{p}: {where}{first['msg']} (a DeviceLayout: numa_nodes > pcie_switches > gpus, nics)"
         ) from None
 
 

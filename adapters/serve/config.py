@@ -27,7 +27,12 @@ from pydantic import (
 
 from gangplan.adapters import yaml_input
 from gangplan.adapters.files import InputError, read_text
-from gangplan.adapters.kube.topology import PRESETS, OptionError, parse_topology_labels
+from gangplan.adapters.kube.topology import (
+    PRESETS,
+    OptionError,
+    load_template,
+    parse_topology_labels,
+)
 
 __all__ = ["ConfigError", "LeaderElection", "ServeConfig", "load_config"]
 
@@ -143,6 +148,16 @@ class ServeConfig(_Strict):
                 raise ValueError(
                     f"{err} (presets: {', '.join(PRESETS)})".replace("--topology-labels ", "")
                 ) from None
+        return v
+
+    @field_validator("device_layout")
+    @classmethod
+    def _layout(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                load_template(v)
+            except OptionError as err:
+                raise ValueError(str(err).removeprefix("--device-layout ")) from None
         return v
 
     @field_validator("scheduler_name")

@@ -594,3 +594,16 @@ def test_a_dash_is_not_standard_input_for_solve() -> None:
     assert assert_user_error(run("solve", "-")) == [
         "error: -: no such file (this command reads files, not standard input)"
     ]
+
+
+def test_a_device_layout_file_that_is_no_mapping_names_no_empty_field(tmp_path: Path) -> None:
+    # before: "error: layout.txt: : Input should be ..." (an empty field path)
+    layout = tmp_path / "layout.txt"
+    layout.write_text("root:x:0:0:root:/root:/bin/bash\n", encoding="utf-8")
+    dump = tmp_path / "d.yaml"
+    dump.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n", encoding="utf-8")
+    errors = assert_user_error(run("convert", "k8s", str(dump), "--device-layout", str(layout)))
+    assert errors == [
+        f"error: {layout}: Input should be a valid dictionary or instance of DeviceLayout "
+        "(a DeviceLayout: numa_nodes > pcie_switches > gpus, nics)"
+    ]

@@ -256,6 +256,8 @@ def test_apply_refuses_a_plan_that_contradicts_itself(
         ),
         # spec.schedulerName is a DNS-1123 subdomain; before, accepted
         ('scheduler_name: "Bad Name"\n', "scheduler_name: not a DNS-1123 subdomain"),
+        # before: "--device-layout '/dev/zero': ..." naming neither the file nor the field
+        ("device_layout: /dev/zero\n", "device_layout: '/dev/zero': not a template"),
         # before: "Input should be less than or equal to 3600 (got nan)"
         (
             "period_s: .nan\n",
