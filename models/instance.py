@@ -18,6 +18,7 @@ with its path in the file (``gangs[3].roles[0].count``); the JSON Schema is gene
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -424,6 +425,18 @@ class InstanceError(ValueError):
         super().__init__("\n".join(str(p) for p in problems))
 
 
+def yaml_scalar(value: object) -> str:
+    """A non-string YAML key as YAML writes it: ``2024-01-01`` (a date), ``true`` (a
+    boolean: ``yes``, ``on`` and ``true`` all read as one), ``null``; others as ``str``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    return str(value)
+
+
 def format_loc(loc: tuple[int | str, ...]) -> str:
     """``('gangs', 3, 'roles', 0, 'count')`` -> ``gangs[3].roles[0].count``."""
     out = ""
@@ -638,6 +651,17 @@ def _pydantic_problem(
         msg = msg.removeprefix("Value error, ")
     elif kind == "string_pattern_mismatch":
         msg = f"{_K8S_NAME_HELP} (got {got})"
+    elif kind == "string_type" and loc and loc[-1] == "[key]" and "input" in e:
+        key = yaml_scalar(e["input"])
+        what = {"bool": "a boolean", "date": "a date", "datetime": "a time"}.get(
+            type(e["input"]).__name__, f"a {type(e['input']).__name__}"
+        )
+        # pydantic's loc holds the key as repr() or a number: name the mapping, then the key
+        return Problem(
+            format_loc(loc[:-2]),
+            f"key {key}: YAML reads it as {what}, not a string; quote it"
+            + (" as written (e.g. 'yes', 'on')" if isinstance(e["input"], bool) else f": '{key}'"),
+        )
     elif kind in _MESSAGES:
         msg = f"{_MESSAGES[kind]} (got {got})"
     elif "input" in e and kind not in ("literal_error",):

@@ -607,3 +607,22 @@ def test_a_device_layout_file_that_is_no_mapping_names_no_empty_field(tmp_path: 
         f"error: {layout}: Input should be a valid dictionary or instance of DeviceLayout "
         "(a DeviceLayout: numa_nodes > pcie_switches > gpus, nics)"
     ]
+
+
+def test_a_date_or_boolean_key_is_named_as_written_with_a_hint(tmp_path: Path) -> None:
+    # before: "nodes[0].domains.datetime.date(2024, 1, 1).[key]: should be a string"
+    f = tmp_path / "i.yaml"
+    f.write_text(
+        "apiVersion: gangplan.io/v1alpha1\nkind: Instance\nnodes:\n- name: n0\n"
+        "  allocatable: {cpu: 1}\n  domains: {2024-01-01: x, yes: y}\n",
+        encoding="utf-8",
+    )
+    errors = assert_user_error(run("validate", str(f)))
+    assert (
+        f"error: {f}: nodes[0].domains: key 2024-01-01: YAML reads it as a date, not a string; "
+        "quote it: '2024-01-01'"
+    ) in errors
+    assert (
+        f"error: {f}: nodes[0].domains: key true: YAML reads it as a boolean, not a string; "
+        "quote it as written (e.g. 'yes', 'on')"
+    ) in errors
