@@ -24,6 +24,7 @@ import yaml
 from pydantic import ValidationError
 
 from gangplan.adapters import yaml_input
+from gangplan.adapters.yaml_input import gc_paused
 from gangplan.models import (
     InstanceError,
     Plan,
@@ -44,6 +45,7 @@ __all__ = [
     "check_output",
     "default_instance_text",
     "dump_data",
+    "gc_paused",
     "input_limit",
     "load_plan",
     "load_snapshot",
@@ -193,7 +195,8 @@ def read_data(path: str | Path | None) -> tuple[str, Any]:
     text = read_text(p)
     try:
         if p.suffix.lower() == ".json":
-            return name, json.loads(text)
+            with gc_paused():
+                return name, json.loads(text)
         return name, yaml_input.load(text)
     except json.JSONDecodeError as err:
         raise InputError(
@@ -260,11 +263,21 @@ def load_plan(path: str | Path) -> Plan:
         raise InputError(name, validation_problems(err, Plan)) from None
 
 
+_DUMPER: type[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's emitter behind PyYAML's safe representer where PyYAML has it (about 5 times
+faster on a large instance than the pure-Python emitter, and the same text), else the
+pure-Python ``SafeDumper``."""
+
+
 def dump_data(data: Any, fmt: str) -> str:
-    """YAML or JSON text of plain data (``fmt``: ``yaml`` or ``json``)."""
-    if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=False) + "\n"
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    """YAML or JSON text of plain data (``fmt``: ``yaml`` or ``json``). YAML as
+    ``yaml.safe_dump(data, sort_keys=False, allow_unicode=True)`` writes it, with
+    libyaml's emitter where it exists (:data:`_DUMPER`)."""
+    with gc_paused():
+        if fmt == "json":
+            return json.dumps(data, indent=2, sort_keys=False) + "\n"
+        text: str = yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
+        return text
 
 
 def _format_for(path: Path) -> str:
