@@ -12,7 +12,8 @@ small but hostile.
   as soon as it is composed, its nodes dropped: a large document never holds its whole
   node graph (about 3 times the memory of the data it builds). The data is the same as
   PyYAML's safe loader builds for the whole document at once, aliases included (an alias
-  of an anchored node gets the same object).
+  of an anchored node gets the same object); equal mapping keys are one string, as
+  ``json.loads`` makes them (a dump repeats the same few hundred keys millions of times).
 * **Duplicate keys are an error**, naming both lines: ``mapping key 'gangs' already defined
   at line 2`` — as go-yaml (``gopkg.in/yaml.v3``), and so kubectl and the API server, refuse
   them; PyYAML alone keeps the last value silently. Keys that a merge key (``<<: *base``)
@@ -260,6 +261,7 @@ class _Checks:
     _deferred = False
     _count: AliasCount | None = None
     _kept: dict[Node, Any] = {}  # noqa: RUF012 - replaced per document, never changed
+    _keys: dict[str, str] | None = None  # the document's mapping keys: each string once
 
     # ------------------------------------------------------------------ composing
 
@@ -300,6 +302,7 @@ class _Checks:
         """
         self.get_event()  # the document's start
         self._kept = {}
+        self._keys = {}
         self._count = None
         self._deferred = False
         self._in_document = True
@@ -320,6 +323,7 @@ class _Checks:
 
     def _reset(self) -> None:
         self._kept = {}
+        self._keys = None
         self.constructed_objects = {}
         self.recursive_objects = {}
         self.state_generators = []
@@ -449,6 +453,8 @@ class _Checks:
         """One element of a streamed sequence, built now; what was built for its nodes is
         dropped, but for anchored nodes (an alias later gets the same object, as in a
         document built whole) and streamed sequences (all kept if ``anchored`` is None)."""
+        objects = self.constructed_objects
+        before = len(objects)  # entries are only added while building: the new ones are last
         data = self.construct_object(node)
         while self.state_generators:
             generators, self.state_generators = self.state_generators, []
@@ -456,9 +462,12 @@ class _Checks:
                 for _ in generator:
                     pass
         if anchored is not None:
-            built = self.constructed_objects
-            self.constructed_objects = {n: v for n, v in built.items() if id(n) in anchored}
-            self.constructed_objects.update(self._kept)
+            keep = []
+            while len(objects) > before:  # the newest first, each in O(1)
+                built, value = objects.popitem()
+                if id(built) in anchored:
+                    keep.append((built, value))
+            objects.update(reversed(keep))
         return data
 
     # ------------------------------------------------------------------ constructing
@@ -477,6 +486,7 @@ class _Checks:
             return super().construct_document(node)  # type: ignore[misc]
         finally:
             self._kept = {}
+            self._keys = None
             self._count = None
 
     def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
@@ -494,8 +504,11 @@ class _Checks:
         first = len(node.value) - explicit  # merged pairs first, then the document's own
         mapping: dict[Any, Any] = {}
         own: set[Any] = set()
+        keys = self._keys
         for i, (key_node, value_node) in enumerate(node.value):
             key = self._scalar_or_object(key_node, deep)
+            if keys is not None and type(key) is str:
+                key = keys.setdefault(key, key)  # one string per distinct key, as json's
             if type(key_node) is not ScalarNode and not isinstance(key, Hashable):
                 raise ConstructorError(
                     "while constructing a mapping",
