@@ -113,7 +113,7 @@ def _format_errors(errors: list[Any], prefix: str = "") -> list[str]:
 def _normalize_quantities(data: Any, parent: str = "") -> Any:
     """``data`` with numbers under resource maps written as quantity strings: ``data``
     itself where nothing changes, else a copy of what changes (and of the containers above
-    it) sharing the rest — never a change to ``data``."""
+    it) sharing the rest — never a change to ``data``. Only containers are walked into."""
     if isinstance(data, dict):
         if parent in _QUANTITY_MAPS:
             if not any(_is_number(v) for v in data.values()):
@@ -121,15 +121,23 @@ def _normalize_quantities(data: Any, parent: str = "") -> Any:
             return {k: _number_text(v) if _is_number(v) else v for k, v in data.items()}
         out: dict[Any, Any] | None = None
         for k, v in data.items():
-            new = _normalize_quantities(v, str(k))
-            if new is not v:
-                if out is None:
-                    out = dict(data)
-                out[k] = new
+            if isinstance(v, dict | list):
+                new = _normalize_quantities(v, k if isinstance(k, str) else str(k))
+                if new is not v:
+                    if out is None:
+                        out = dict(data)
+                    out[k] = new
         return data if out is None else out
     if isinstance(data, list):
-        changed = [_normalize_quantities(v, parent) for v in data]
-        return data if all(n is v for n, v in zip(changed, data, strict=True)) else changed
+        changed: list[Any] | None = None
+        for i, v in enumerate(data):
+            if isinstance(v, dict | list):
+                new = _normalize_quantities(v, parent)
+                if new is not v:
+                    if changed is None:
+                        changed = list(data)
+                    changed[i] = new
+        return data if changed is None else changed
     return data
 
 
