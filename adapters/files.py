@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from gangplan.adapters import yaml_input
 from gangplan.adapters.jsontext import DuplicateKeyError, key_lines, strict_pairs
+from gangplan.adapters.yaml_input import gc_paused
 from gangplan.models import (
     InstanceError,
     Plan,
@@ -45,6 +46,7 @@ __all__ = [
     "check_output",
     "default_instance_text",
     "dump_data",
+    "gc_paused",
     "input_limit",
     "load_plan",
     "load_snapshot",
@@ -197,7 +199,8 @@ def read_data(path: str | Path | None) -> tuple[str, Any]:
     try:
         if p.suffix.lower() == ".json":
             # duplicate keys refused, as YAML's and Kubernetes' strict decoding refuse them
-            return name, json.loads(text, object_pairs_hook=strict_pairs)
+            with gc_paused():
+                return name, json.loads(text, object_pairs_hook=strict_pairs)
         return name, yaml_input.load(text)
     except DuplicateKeyError as err:
         lines = key_lines(text, err.key)  # both lines when the key appears only twice
@@ -274,11 +277,24 @@ def load_plan(path: str | Path) -> Plan:
         raise InputError(name, validation_problems(err, Plan)) from None
 
 
+_DUMPER: type[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's emitter behind PyYAML's safe representer where PyYAML has it (about 5 times
+faster on a large instance than the pure-Python emitter), else the pure-Python
+``SafeDumper``. Both write text that reads back as the same data; libyaml's differs only in
+how it quotes some strings (characters outside the Basic Multilingual Plane as escapes,
+keys with control characters in explicit ``?`` form) — an instance of names and numbers is
+the same text byte for byte."""
+
+
 def dump_data(data: Any, fmt: str) -> str:
-    """YAML or JSON text of plain data (``fmt``: ``yaml`` or ``json``)."""
-    if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=False) + "\n"
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    """YAML or JSON text of plain data (``fmt``: ``yaml`` or ``json``). YAML as
+    ``yaml.safe_dump(data, sort_keys=False, allow_unicode=True)`` writes it, with
+    libyaml's emitter where it exists (:data:`_DUMPER`)."""
+    with gc_paused():
+        if fmt == "json":
+            return json.dumps(data, indent=2, sort_keys=False) + "\n"
+        text: str = yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
+        return text
 
 
 def _format_for(path: Path) -> str:

@@ -19,7 +19,7 @@ mapping, or has no ``apiVersion``/``kind``, goes to the summary; a missing path 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from gangplan.adapters import yaml_input
 from gangplan.adapters.files import InputError, NotText, read_text
 from gangplan.adapters.kube.summary import REASON_NOT_AN_OBJECT, ReadSummary
 
-__all__ = ["DUMP_SUFFIXES", "Document", "DumpError", "read_documents"]
+__all__ = ["DUMP_SUFFIXES", "Document", "DumpError", "iter_documents", "read_documents"]
 
 DUMP_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -53,7 +53,20 @@ class Document:
 
 
 def read_documents(paths: list[str | Path], summary: ReadSummary) -> list[Document]:
-    """All objects of ``paths`` (files, folders, or ``-`` for stdin), in order.
+    """All objects of ``paths`` (files, folders, or ``-`` for stdin), in order: the list of
+    :func:`iter_documents`.
+
+    Raises:
+        DumpError: as :func:`iter_documents`.
+    """
+    return list(iter_documents(paths, summary))
+
+
+def iter_documents(paths: Iterable[str | Path], summary: ReadSummary) -> Iterator[Document]:
+    """The objects of ``paths`` (files, folders, or ``-`` for stdin), in order, one at a
+    time: a file is parsed whole (a List's ``kind`` may come after its ``items``), then its
+    objects are handed out one by one, each let go of here as it is handed out (a consumer
+    that keeps only what it makes of them holds one raw object at a time, not the dump).
 
     Each file is read by :func:`gangplan.adapters.files.read_text` (at most
     :data:`~gangplan.adapters.files.MAX_INPUT_BYTES`, UTF-8 with or without a byte-order
@@ -62,26 +75,24 @@ def read_documents(paths: list[str | Path], summary: ReadSummary) -> list[Docume
 
     Raises:
         DumpError: a path that does not exist or cannot be read, or is too large; a file
-            given by name that is not text.
+            given by name that is not text (raised when the iteration reaches it).
     """
-    out: list[Document] = []
     for path in paths:
         if str(path) == "-":
             try:
                 text = read_text("-", dash_is_stdin=True)
             except InputError as err:
                 raise DumpError("<stdin>", err.problems[0].message) from None
-            out.extend(_documents_of_text("<stdin>", text, json_first=False, summary=summary))
+            yield from _documents_of_text("<stdin>", text, json_first=False, summary=summary)
             continue
         p = Path(path)
         if not p.exists():
             raise DumpError(str(p), "no such file or folder")
         if p.is_dir():
             for f in _files_under(p, summary):
-                out.extend(_documents_of_file(f, summary, in_folder=True))
+                yield from _documents_of_file(f, summary, in_folder=True)
         else:
-            out.extend(_documents_of_file(p, summary))
-    return out
+            yield from _documents_of_file(p, summary)
 
 
 def _files_under(folder: Path, summary: ReadSummary) -> Iterator[Path]:
@@ -103,7 +114,7 @@ def _files_under(folder: Path, summary: ReadSummary) -> Iterator[Path]:
 
 def _documents_of_file(
     path: Path, summary: ReadSummary, *, in_folder: bool = False
-) -> list[Document]:
+) -> Iterator[Document]:
     try:
         text = read_text(path)
     except NotText as err:
@@ -111,7 +122,7 @@ def _documents_of_file(
             raise DumpError(str(path), err.problems[0].message) from None
         # inside a dump folder, a file that is not text is listed, like any other junk
         summary.skip(str(path), "-", "", REASON_NOT_AN_OBJECT, err.problems[0].message)
-        return []
+        return iter(())
     except InputError as err:
         raise DumpError(str(path), err.problems[0].message) from None
     return _documents_of_text(
@@ -121,11 +132,23 @@ def _documents_of_file(
 
 def _documents_of_text(
     name: str, text: str, *, json_first: bool, summary: ReadSummary
-) -> list[Document]:
-    raw: list[tuple[str, Any]] = []
+) -> Iterator[Document]:
+    raw = _parsed(name, text, json_first=json_first, summary=summary)
+    del text  # let go of the text once it is parsed
+    for i in range(len(raw)):
+        (source, data), raw[i] = raw[i], None
+        if data is None:
+            continue  # an empty document (a trailing '---'): holds nothing
+        yield from _objects(source, data, summary)
+
+
+def _parsed(name: str, text: str, *, json_first: bool, summary: ReadSummary) -> list[Any]:
+    """The documents of one file as ``(source, data)``; what is not YAML/JSON is listed."""
+    raw: list[Any] = []
     if json_first:
         try:
-            raw.append((f"{name}#0", json.loads(text)))
+            with yaml_input.gc_paused():
+                raw.append((f"{name}#0", json.loads(text)))
         except json.JSONDecodeError as err:
             summary.skip(
                 f"{name}#0",
@@ -157,12 +180,7 @@ def _documents_of_text(
                 REASON_NOT_AN_OBJECT,
                 f"{_yaml_problem(err)} (the rest of the file is not read)",
             )
-    out: list[Document] = []
-    for source, data in raw:
-        if data is None:
-            continue  # an empty document (a trailing '---'): holds nothing
-        out.extend(_objects(source, data, summary))
-    return out
+    return raw
 
 
 def _yaml_problem(err: yaml.YAMLError) -> str:
@@ -185,7 +203,9 @@ def _objects(source: str, data: Any, summary: ReadSummary) -> Iterator[Document]
     kind, api = data.get("kind"), data.get("apiVersion")
     if isinstance(kind, str) and kind.endswith("List") and isinstance(data.get("items"), list):
         item_kind = kind[: -len("List")] if kind != "List" else None
-        for j, item in enumerate(data["items"]):
+        items = data["items"]
+        for j in range(len(items)):
+            item, items[j] = items[j], None  # let go of each item once it is handed out
             if item_kind and isinstance(item, dict):
                 item = {"apiVersion": api, "kind": item_kind, **item}
             yield from _objects(f"{source}.items[{j}]", item, summary)

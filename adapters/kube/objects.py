@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,19 +111,38 @@ def _format_errors(errors: list[Any], prefix: str = "") -> list[str]:
 
 
 def _normalize_quantities(data: Any, parent: str = "") -> Any:
-    """A copy of ``data`` with numbers under resource maps written as quantity strings."""
+    """``data`` with numbers under resource maps written as quantity strings: ``data``
+    itself where nothing changes, else a copy of what changes (and of the containers above
+    it) sharing the rest — never a change to ``data``. Only containers are walked into."""
     if isinstance(data, dict):
         if parent in _QUANTITY_MAPS:
-            return {
-                k: (
-                    _number_text(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
-                )
-                for k, v in data.items()
-            }
-        return {k: _normalize_quantities(v, str(k)) for k, v in data.items()}
+            if not any(_is_number(v) for v in data.values()):
+                return data
+            return {k: _number_text(v) if _is_number(v) else v for k, v in data.items()}
+        out: dict[Any, Any] | None = None
+        for k, v in data.items():
+            if isinstance(v, dict | list):
+                new = _normalize_quantities(v, k if isinstance(k, str) else str(k))
+                if new is not v:
+                    if out is None:
+                        out = dict(data)
+                    out[k] = new
+        return data if out is None else out
     if isinstance(data, list):
-        return [_normalize_quantities(v, parent) for v in data]
+        changed: list[Any] | None = None
+        for i, v in enumerate(data):
+            if isinstance(v, dict | list):
+                new = _normalize_quantities(v, parent)
+                if new is not v:
+                    if changed is None:
+                        changed = list(data)
+                    changed[i] = new
+        return data if changed is None else changed
     return data
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def _number_text(v: int | float) -> str:
@@ -151,7 +170,8 @@ def parse_official(model: type[BaseModel], data: Any, prefix: str = "") -> tuple
     if not isinstance(data, dict):
         where = f"{prefix}: " if prefix else ""
         raise ObjectInvalid([f"{where}must be a mapping (got {type(data).__name__})"])
-    work = _normalize_quantities(copy.deepcopy(data))
+    work = _normalize_quantities(data)  # shares what it does not change with data
+    owned = False  # whether work is a copy of its own, that fields may be deleted from
     ignored: list[str] = []
     for _ in range(4):
         try:
@@ -162,6 +182,8 @@ def parse_official(model: type[BaseModel], data: Any, prefix: str = "") -> tuple
             if len(extras) < len(errors) or not extras:
                 bad = [e for e in errors if e["type"] != "extra_forbidden"]
                 raise ObjectInvalid(_format_errors(bad, prefix)) from None
+            if not owned:
+                work, owned = copy.deepcopy(work), True
             for loc in sorted(extras, key=len, reverse=True):
                 try:
                     _delete(work, loc)
@@ -291,8 +313,10 @@ def _generated_suffix(source: str) -> str:
     return "".join(alphabet[b % len(alphabet)] for b in digest[:5])
 
 
-def read_objects(docs: list[Document], summary: ReadSummary) -> Registry:
-    """Validate every document into a :class:`KubeObject`; list the rest in ``summary``."""
+def read_objects(docs: Iterable[Document], summary: ReadSummary) -> Registry:
+    """Validate every document into a :class:`KubeObject`; list the rest in ``summary``.
+    ``docs`` is read once, in order (an iterator: each document may be let go of once it
+    is validated); the documents are never changed."""
     reg = Registry()
     for doc in docs:
         obj = _read_one(doc, summary)

@@ -57,7 +57,7 @@ from typing import Any
 
 from gangplan.adapters import yaml_input
 from gangplan.adapters.kube.disruption import Disruptions
-from gangplan.adapters.kube.docs import DumpError, read_documents
+from gangplan.adapters.kube.docs import DumpError, iter_documents
 from gangplan.adapters.kube.gangs import GangAssembler, note_unknown_resources
 from gangplan.adapters.kube.nodes import (
     device_ids,
@@ -126,20 +126,27 @@ def joint_without_layout(snapshot: Snapshot) -> list[str]:
 def read_kube(paths: Iterable[str | Path], options: KubeOptions | None = None) -> KubeRead:
     """Read a Kubernetes dump (files, folders, or ``-``) into a snapshot.
 
+    The documents are validated into typed objects as they are handed out, each raw
+    document let go of once it is (:func:`~gangplan.adapters.kube.docs.iter_documents`);
+    the cyclic garbage collector waits until the snapshot is made
+    (:func:`~gangplan.adapters.yaml_input.gc_paused`: the objects read hold no cycles).
+
     Raises:
         KubeInputError: a path that does not exist or cannot be read; a bad option value.
     """
     opts = options or KubeOptions()
     paths = list(paths)
     summary = ReadSummary()
-    try:
-        levels_given = parse_topology_labels(opts.topology_labels) if opts.topology_labels else None
-        template = load_template(opts.device_layout) if opts.device_layout else None
-        docs = read_documents(paths, summary)
-    except (DumpError, OptionError) as err:
-        raise KubeInputError(str(err)) from None
-    reg = read_objects(docs, summary)
-    return _convert(reg, summary, opts, levels_given, template, [str(p) for p in paths])
+    with yaml_input.gc_paused():
+        try:
+            levels_given = (
+                parse_topology_labels(opts.topology_labels) if opts.topology_labels else None
+            )
+            template = load_template(opts.device_layout) if opts.device_layout else None
+            reg = read_objects(iter_documents(paths, summary), summary)
+        except (DumpError, OptionError) as err:
+            raise KubeInputError(str(err)) from None
+        return _convert(reg, summary, opts, levels_given, template, [str(p) for p in paths])
 
 
 def _convert(
