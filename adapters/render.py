@@ -31,6 +31,7 @@ __all__ = [
     "plan_lines",
     "plan_stats",
     "render_plan",
+    "evicted_by_class",
     "score_lines",
     "status_line",
 ]
@@ -423,16 +424,44 @@ def render_plan(
 # --------------------------------------------------------------------------- the score
 
 
-def score_lines(entries: Sequence[tuple[str, int]]) -> list[str]:
+def evicted_by_class(snapshot: Snapshot, plan: Plan) -> dict[str, tuple[int, int]]:
+    """The milli-GPU and pods ``plan`` evicts, by the score's class name (``p0``, the
+    victim gang's priority), as :func:`gangplan.solver.score.score` counts them: only with
+    preemption on."""
+    out: dict[str, tuple[int, int]] = {}
+    if not (snapshot.preemption.enabled and plan.evictions):
+        return out
+    rules, evicted = snapshot.preemption_rules, plan.evicted
+    for pod in snapshot.running:
+        if (pod.namespace, pod.name) in evicted:
+            c = f"p{rules.gang_of(pod).priority}"
+            gpu, pods = out.get(c, (0, 0))
+            out[c] = (gpu + pod.requests.get(snapshot.gpu, 0), pods + 1)
+    return out
+
+
+def _count(n: float, what: str) -> str:
+    return f"{n:g} {what}{'' if n == 1 else 's'}"
+
+
+def score_lines(
+    entries: Sequence[tuple[str, int]],
+    *,
+    evicted: dict[str, tuple[int, int]] | None = None,
+    lowest_level: str = "leaf",
+) -> list[str]:
     """A score (:func:`gangplan.solver.score.score`'s ``entries``) in a person's units, one
     line per part, most important first, in the score's order: per priority class how far
-    its queues are below their fair targets (percent of dominant share, weighted by queue
-    weight; queues of weight 0 unweighted), then the GPUs and pods admitted; the extra
-    domains multi-pod gangs use per level (``preferred``: at their preferred levels); the
-    partly used GPU nodes and leaves; the pods moved from the previous plan. The score's
-    own units: fairness in weight-milli x ppm, throughput in milli-GPU.
+    its queues are below their fair targets (summed over the class's queues: weight x
+    percentage points of dominant share, so it may pass 100; queues of weight 0
+    unweighted), then the GPUs and pods admitted and (``evicted``: from
+    :func:`evicted_by_class`) evicted — the score counts their difference; the extra domains
+    multi-pod gangs use per level (``preferred``: at their preferred levels); the partly
+    used GPU nodes and domains of ``lowest_level``; the pods moved from the previous plan.
+    The score's own units: fairness in weight-milli x ppm, throughput in milli-GPU.
     """
     values = dict(entries)
+    gone = evicted or {}
     classes: list[str] = []
     for name, _ in entries:
         head, _, _tail = name.partition(".")
@@ -440,14 +469,20 @@ def score_lines(entries: Sequence[tuple[str, int]]) -> list[str]:
             classes.append(head)
     out = []
     for c in classes:
-        gpus = values.get(f"{c}.gpu_milli", 0) / GPU_MILLI
-        pods = values.get(f"{c}.pods", 0)
+        lost_milli, lost_pods = gone.get(c, (0, 0))
+        gpus = (values.get(f"{c}.gpu_milli", 0) + lost_milli) / GPU_MILLI
+        pods = values.get(f"{c}.pods", 0) + lost_pods
         short = -values.get(f"{c}.fairness", 0) / 1000 / 10_000
         short0 = -values.get(f"{c}.fairness_w0", 0) / 10_000
-        zero = f", weight-0 queues {short0:.1f}%" if short0 else ""
+        zero = f", weight-0 queues {short0:.1f}" if short0 else ""
+        evict = (
+            f"; evicted {_count(lost_milli / GPU_MILLI, 'GPU')}, {_count(lost_pods, 'pod')}"
+            if lost_pods
+            else ""
+        )
         out.append(
-            f"priority {c[1:]}: fair-share shortfall {short:.1f}% (weighted){zero}; "
-            f"admitted {gpus:g} GPUs, {pods} pod{'s' if pods != 1 else ''}"
+            f"priority {c[1:]}: fair-share shortfall {short:.1f}{zero}; "
+            f"admitted {_count(gpus, 'GPU')}, {_count(pods, 'pod')}{evict}"
         )
     levels = [(n.removeprefix("locality."), v) for n, v in entries if n.startswith("locality.")]
     if levels:
@@ -456,9 +491,25 @@ def score_lines(entries: Sequence[tuple[str, int]]) -> list[str]:
     nodes = -values.get("fragmentation.gpu_nodes", 0)
     leaves = -values.get("fragmentation.leaves", 0)
     out.append(
-        f"fragmentation: {nodes} GPU node{'s' if nodes != 1 else ''} and {leaves} "
-        f"lea{'ves' if leaves != 1 else 'f'} partly used"
+        f"fragmentation: {_count(nodes, 'GPU node')} and {leaves} {_plural(lowest_level, leaves)} "
+        "partly used"
     )
     moved = -values.get("stability", 0)
-    out.append(f"stability: {moved} pod{'s' if moved != 1 else ''} moved from the previous plan")
+    out.append(f"stability: {_count(moved, 'pod')} moved from the previous plan")
+    if classes:
+        out += [
+            "(fair-share shortfall: the sum over a class's queues of weight x percentage",
+            " points of dominant share below the queue's fair target, so it may pass 100)",
+        ]
     return out
+
+
+def _plural(word: str, n: int = 2) -> str:
+    """``leaf`` -> ``leaves``, ``rack`` -> ``racks``, ``switch`` -> ``switches``."""
+    if n == 1:
+        return word
+    if word.endswith("f"):
+        return word[:-1] + "ves"
+    if word.endswith(("s", "x", "ch", "sh")):
+        return word + "es"
+    return word + "s"

@@ -263,7 +263,8 @@ def withheld_warnings(withheld: list[Withheld], examples: int = 5) -> list[str]:
 def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
     """Check PLAN against every hard constraint of INSTANCE (default: the embedded default
     instance); print the violations and the score (exit 1 if any violation)."""
-    from gangplan.adapters.render import score_lines
+    from gangplan.adapters.render import evicted_by_class, score_lines
+    from gangplan.topology import build_topology
     from gangplan.solver.score import score
     from gangplan.solver.verify import verify as run_verify
 
@@ -290,7 +291,9 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
         for v in violations:
             click.echo(f"violation: {v}")
         click.echo("score (higher is better; each line counts only where the ones above tie):")
-        for line in score_lines(sc.entries):
+        lowest = build_topology(snapshot).leaf_level or "leaf"
+        evicted = evicted_by_class(snapshot, p)
+        for line in score_lines(sc.entries, evicted=evicted, lowest_level=lowest):
             click.echo(f"  {line}")
     if violations:
         raise UserError([], f"{len(violations)} violations")

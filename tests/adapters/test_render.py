@@ -325,12 +325,34 @@ def test_the_score_in_a_persons_units() -> None:
         ("stability", -3),
     )
     assert score_lines(entries) == [
-        "priority 10: fair-share shortfall 25.8% (weighted), weight-0 queues 5.0%; "
-        "admitted 12.5 GPUs, 1 pod",
+        "priority 10: fair-share shortfall 25.8, weight-0 queues 5.0; admitted 12.5 GPUs, 1 pod",
         "locality: extra domains of multi-pod gangs: preferred 1, leaf 4, node 14",
         "fragmentation: 1 GPU node and 2 leaves partly used",
         "stability: 3 pods moved from the previous plan",
+        "(fair-share shortfall: the sum over a class's queues of weight x percentage",
+        " points of dominant share below the queue's fair target, so it may pass 100)",
     ]
+    # the lowest level's own name: racks, not leaves
+    assert score_lines(entries, lowest_level="rack")[2] == (
+        "fragmentation: 1 GPU node and 2 racks partly used"
+    )
+
+
+def test_the_score_shows_evictions_apart_from_admissions() -> None:
+    """Class 0 admits 4 GPUs in 2 pods and evicts 8 GPUs in 1 pod: the score counts the
+    difference (-4,000 milli-GPU, +1 pod); the line gives both parts."""
+    from gangplan.adapters.render import score_lines
+
+    entries = (
+        ("p0.fairness", 0),
+        ("p0.fairness_w0", 0),
+        ("p0.gpu_milli", 4_000 - 8_000),
+        ("p0.pods", 2 - 1),
+    )
+    lines = score_lines(entries, evicted={"p0": (8_000, 1)})
+    assert lines[0] == (
+        "priority 0: fair-share shortfall 0.0; admitted 4 GPUs, 2 pods; evicted 8 GPUs, 1 pod"
+    )
 
 
 def test_evicted_pods_leave_their_queue_s_share_after_the_plan() -> None:

@@ -490,11 +490,41 @@ def test_verify_accepts_good_plan(tmp_path: Path) -> None:
     # the 4 GPUs), all admitted: no shortfall; 4 GPUs and 3 pods; gang a spans 2 nodes
     # (1 extra), one leaf; every GPU node and the leaf fully used; no previous plan
     assert result.stdout.splitlines()[1:5] == [
-        "  priority 0: fair-share shortfall 0.0% (weighted); admitted 4 GPUs, 3 pods",
+        "  priority 0: fair-share shortfall 0.0; admitted 4 GPUs, 3 pods",
         "  locality: extra domains of multi-pod gangs: preferred 0, leaf 0, node 1",
         "  fragmentation: 0 GPU nodes and 0 leaves partly used",
         "  stability: 0 pods moved from the previous plan",
     ]
+
+
+CASE_11 = INSTANCES / "cases" / "11-preempt-idle-node.yaml"
+PLAN_11 = """\
+apiVersion: gangplan.io/v1alpha1
+kind: Plan
+gangs:
+  - {gang: h, admitted: true, placed: 2, roles: {worker: 2}}
+pods:
+  - {pod: h-worker-0, gang: h, role: worker, node: n1, gpus: [gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7]}
+  - {pod: h-worker-1, gang: h, role: worker, node: n2, gpus: [gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7]}
+evictions:
+  - {pod: l-0, gang: l, node: n2, for_gang: default/h, kind: priority}
+"""
+
+
+def test_verify_shows_evictions_as_evictions(tmp_path: Path) -> None:
+    """Case 11: h (2 x 8 GPUs, priority 100) on n1 and n2, l-0 (8 GPUs, priority 0) evicted
+    from n2. Class 100 admits 16 GPUs in 2 pods; class 0 admits nothing and loses 8 GPUs
+    in 1 pod (the score's -8,000 milli-GPU, -1 pod), printed as an eviction."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN_11, encoding="utf-8")
+    result = run("verify", str(CASE_11), str(plan))
+    assert result.exit_code == 0, result.output
+    assert "  priority 100: fair-share shortfall 0.0; admitted 16 GPUs, 2 pods" in result.stdout
+    assert (
+        "  priority 0: fair-share shortfall 0.0; admitted 0 GPUs, 0 pods; evicted 8 GPUs, 1 pod"
+        in result.stdout
+    )
+    assert "-8" not in result.stdout
 
 
 def test_verify_json_has_the_raw_score_tuple(tmp_path: Path) -> None:
