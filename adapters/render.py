@@ -28,10 +28,10 @@ from gangplan.topology import Topology, build_topology
 __all__ = [
     "ROW_CAP",
     "PlanStats",
+    "evicted_by_class",
     "plan_lines",
     "plan_stats",
     "render_plan",
-    "evicted_by_class",
     "score_lines",
     "status_line",
 ]

@@ -264,9 +264,9 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
     """Check PLAN against every hard constraint of INSTANCE (default: the embedded default
     instance); print the violations and the score (exit 1 if any violation)."""
     from gangplan.adapters.render import evicted_by_class, score_lines
-    from gangplan.topology import build_topology
     from gangplan.solver.score import score
     from gangplan.solver.verify import verify as run_verify
+    from gangplan.topology import build_topology
 
     if len(paths) not in (1, 2):
         raise click.UsageError(f"expected [INSTANCE] PLAN, got {len(paths)} paths")

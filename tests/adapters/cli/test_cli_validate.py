@@ -504,8 +504,16 @@ kind: Plan
 gangs:
   - {gang: h, admitted: true, placed: 2, roles: {worker: 2}}
 pods:
-  - {pod: h-worker-0, gang: h, role: worker, node: n1, gpus: [gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7]}
-  - {pod: h-worker-1, gang: h, role: worker, node: n2, gpus: [gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7]}
+  - pod: h-worker-0
+    gang: h
+    role: worker
+    node: n1
+    gpus: [gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7]
+  - pod: h-worker-1
+    gang: h
+    role: worker
+    node: n2
+    gpus: [gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7]
 evictions:
   - {pod: l-0, gang: l, node: n2, for_gang: default/h, kind: priority}
 """
