@@ -605,3 +605,35 @@ def test_verify_bad_instance_stops_before_plan(
     write(tmp_path, "plan.yaml", GOOD_PLAN)
     lines = assert_user_error(run("verify", "i.yaml", "plan.yaml"))
     assert len(lines) == 1 and lines[0].startswith("error: i.yaml: queues[0].weight: ")
+
+
+@pytest.mark.parametrize(
+    ("case_id", "expected"),
+    [
+        # a case the package ships translated: point at that instance
+        (
+            "11-preempt-idle-node",
+            "its translated instance is "
+            f"{INSTANCES / 'cases' / '11-preempt-idle-node.yaml'}: pass that file instead",
+        ),
+        # no translation shipped: point at the folder
+        ("99-unknown", "the translated cases ship in instances/cases/ (see its README.md)"),
+    ],
+)
+def test_a_case_file_is_told_apart_from_an_instance(
+    tmp_path: Path, case_id: str, expected: str
+) -> None:
+    case = tmp_path / "case.yaml"
+    # the short case form: kind is a sentence, cluster and expect at the top
+    case.write_text(
+        f"id: {case_id}\nkind: gang preemption must count the idle node\n"
+        "cluster: {levels: [leaf], nodes: []}\nexpect: [placed(h) = 2]\n",
+        encoding="utf-8",
+    )
+    result = run("solve", str(case), "--preemption")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"error: {case}: this looks like a test case (id, cluster, expect), not an instance "
+        f"file (kind: Instance); {expected}\n"
+    )
+    assert "accepted: 'Instance'" not in result.stderr
