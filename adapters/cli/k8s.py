@@ -176,6 +176,15 @@ def k8s(
             else "the dump holds no object"
         )
         raise UserError([f"{', '.join(dump)}: nothing read: {why}; no instance written"])
+    if not (snap.nodes or snap.gangs or snap.running or snap.queues):
+        n = sum(result.summary.read.values())
+        raise UserError(
+            [
+                f"{', '.join(dump)}: nothing left: the {n} object{'s' if n != 1 else ''} read "
+                "gave no node, queue, gang or running pod (why is listed above); "
+                "no instance written"
+            ]
+        )
     fmt = "json" if output is not None and output.suffix.lower() == ".json" else "yaml"
     text = dump_data(instance_from_snapshot(snap), fmt)
     gpus = sum(n.allocatable.get(snap.gpu, 0) for n in snap.nodes) // 1000

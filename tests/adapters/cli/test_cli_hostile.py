@@ -542,3 +542,43 @@ def test_a_duplicate_key_in_the_serve_configuration_names_both_lines(tmp_path: P
     assert assert_user_error(run("serve", "--once", "--config", str(cfg))) == [
         f"error: {cfg}: line 2 column 1: not YAML: mapping key 'period_s' already defined at line 1"
     ]
+
+
+DEVICE = """\
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Device
+metadata: {name: host04}
+spec:
+  devices:
+  - {type: gpu, minor: 0, health: true, resources: {nvidia.com/gpu: "1"}}
+"""
+
+
+def test_objects_read_but_all_dropped_are_an_error_and_write_nothing(tmp_path: Path) -> None:
+    # before: "read: 1 Device...", the Device dropped (its Node is not in the dump), then an
+    # instance of 0 nodes written and exit 0
+    dump = tmp_path / "d.yaml"
+    dump.write_text(DEVICE, encoding="utf-8")
+    out = tmp_path / "out.yaml"
+    result = run("convert", "k8s", str(dump), "-o", str(out))
+    assert assert_user_error(result) == [
+        f"error: {dump}: nothing left: the 1 object read gave no node, queue, gang or running "
+        "pod (why is listed above); no instance written"
+    ]
+    assert "no Node 'host04' in the dump" in result.stderr
+    assert not out.exists()
+
+
+def test_queues_without_nodes_are_written_with_a_warning(tmp_path: Path) -> None:
+    dump = tmp_path / "d.yaml"
+    dump.write_text(
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: team-a}\n"
+        "spec: {weight: 2}\n",
+        encoding="utf-8",
+    )
+    result = run("convert", "k8s", str(dump))
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: the dump has no Node: the instance has no nodes (a dump without "
+        "`kubectl get nodes`?)" in result.stderr
+    )
