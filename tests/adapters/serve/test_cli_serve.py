@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from objects import GATE, gang_pods, node, volcano_group
+from objects import GATE, gang_pods, node, pod, volcano_group
 from standin import StandIn
 
 from gangplan.adapters.cli import main
@@ -177,6 +177,50 @@ def test_apply_refuses_a_plan_that_does_not_hold(
     assert res.exit_code == 1
     assert "error: the plan does not hold on the cluster now: [capacity]" in res.stderr
     assert all(p["spec"].get("schedulingGates") == [{"name": GATE}] for p in memory.objects(PODS))
+
+
+def test_apply_sends_no_eviction_and_refuses_a_plan_that_needs_one(
+    tmp_path: Path, standin: StandIn, memory: InMemoryApi
+) -> None:
+    """docs/serve.md: serve has preemption off, and apply sends no Eviction. n0 is free,
+    n1 holds running pod low-0 (8 GPUs); the plan puts train's 2 x 8 GPUs on n0 and n1 and
+    evicts low-0 (as solve --preemption would): train-1 does not fit on n1 as it is."""
+    for i in range(2):
+        memory.put(node(f"n{i}", gpus=8))
+    memory.put(pod("low-0", gpus=8, gated=False, node_name="n1"))
+    memory.put(volcano_group("train", 2))
+    for p in gang_pods("train", 2, gpus=8):
+        memory.put(p)
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(standin.kubeconfig())
+    plan = tmp_path / "plan.yaml"
+    gpus = [f"gpu-{j}" for j in range(8)]
+    pods = [
+        {"pod": f"train-{i}", "gang": "train", "namespace": "ml", "role": "pods"}
+        | {"node": f"n{i}", "gpus": gpus}
+        for i in range(2)
+    ]
+    eviction = {"pod": "low-0", "namespace": "ml", "node": "n1", "for_gang": "ml/train"}
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "gangplan.io/v1alpha1",
+                "kind": "Plan",
+                "gangs": [{"gang": "train", "namespace": "ml", "admitted": True, "placed": 2}],
+                "pods": pods,
+                "evictions": [eviction | {"kind": "priority"}],
+            }
+        )
+    )
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text(yaml.safe_dump({"metrics_port": 0, "time_limit_s": 2}))
+    res = _run("apply", str(plan), "--config", str(cfg), "--kubeconfig", str(kc))
+    assert res.exit_code == 1
+    assert "error: the plan does not hold on the cluster now: [capacity]" in res.stderr
+    assert not [c for c in memory.calls if c.verb == "evict"]
+    assert [p["metadata"]["name"] for p in memory.objects(PODS) if p["spec"].get("nodeName")] == [
+        "low-0"
+    ]
 
 
 @pytest.mark.parametrize(
