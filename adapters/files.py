@@ -225,11 +225,27 @@ def load_snapshot(path: str | Path | None) -> tuple[Snapshot, list[str]]:
     slow = yaml_input.loader_warning() if _format_for(Path(name)) == "yaml" else None
     try:
         snapshot, warnings = load_instance(data)
-        return snapshot, [*([slow] if slow else []), *warnings]
+        return snapshot, [*([slow] if slow else []), *warnings, *_joint_without_layout(snapshot)]
     except RecursionError:
         raise InputError(name, [Problem("", "nested too deeply to validate")]) from None
     except InstanceError as err:
         raise InputError(name, err.problems) from None
+
+
+def _joint_without_layout(snapshot: Snapshot) -> list[str]:
+    """A warning per gang that asks joint GPU/NIC allocation for pods with NICs while no node
+    declares a device layout (docs/instance-format.md: joint allocation needs one): the
+    implicit layout's PCIe topology is unknown, so such a gang never gets its NICs."""
+    s = snapshot
+    if any(n.has_device_topology for n in s.nodes):
+        return []
+    return [
+        f"gang {g.key!r}: joint allocation {g.joint!r} needs a declared device layout, but no "
+        "node has one, so it never fits: give the nodes `device_layout: NAME` (a "
+        "template of `device_layouts`) or `devices: {numa_nodes: [...]}`, or set `joint: none`"
+        for g in s.gangs
+        if g.joint != "none" and any(r.requests.get(s.nic, 0) for r in g.roles)
+    ]
 
 
 def _looks_like_a_case(data: dict[str, Any]) -> bool:

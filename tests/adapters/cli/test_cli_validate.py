@@ -637,3 +637,41 @@ def test_a_case_file_is_told_apart_from_an_instance(
         f"file (kind: Instance); {expected}\n"
     )
     assert "accepted: 'Instance'" not in result.stderr
+
+
+def test_a_node_s_fractional_gpus_are_refused_without_contradiction(tmp_path: Path) -> None:
+    # before: "1500m is not a whole number; extended resources are counted in whole units
+    # (only the GPU resource takes a share such as 500m)" for the GPU resource itself
+    name = write(
+        tmp_path,
+        "i.yaml",
+        HEAD + 'nodes: [{name: n1, allocatable: {nvidia.com/gpu: "1.5", cpu: 4}}]\n'
+        "queues: [{name: q}]\n",
+    )
+    result = run("validate", str(tmp_path / name))
+    assert assert_user_error(result) == [
+        f"error: {tmp_path / name}: nodes[0].allocatable.nvidia.com/gpu: 1.5 GPUs is not a "
+        "whole number; a node's GPUs are counted in whole devices (a share such as 500m is "
+        "for a pod's request)"
+    ]
+
+
+def test_joint_allocation_without_any_device_layout_warns(tmp_path: Path) -> None:
+    # docs/instance-format.md: joint allocation needs a declared device layout
+    gang = (
+        "{name: g, queue: q, joint: pcie, roles: [{name: w, count: 1, "
+        "requests: {nvidia.com/gpu: 2, rdma/hca: 2}}]}"
+    )
+    name = write(
+        tmp_path,
+        "i.yaml",
+        HEAD + "nodes: [{name: n1, allocatable: {nvidia.com/gpu: 8, rdma/hca: 8, cpu: 64}}]\n"
+        f"queues: [{{name: q}}]\ngangs: [{gang}]\n",
+    )
+    result = run("validate", str(tmp_path / name))
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: gang 'default/g': joint allocation 'pcie' needs a declared device layout, "
+        "but no node has one, so it never fits: give the nodes `device_layout: NAME` (a "
+        "template of `device_layouts`) or `devices: {numa_nodes: [...]}`, or set `joint: none`"
+    ) in " ".join(result.stderr.split())
