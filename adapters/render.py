@@ -54,13 +54,26 @@ class PlanStats:
     mean_leaves_multi: float | None
     queues: list[tuple[str, float, float, float, str]]
     """(queue, running GPUs, placed GPUs, dominant share %, fair targets % per class)"""
+    lowest_level: str | None = None
+    """the lowest topology level (``leaf``, ``rack``), None without levels: what
+    ``mean_leaves_multi`` counts, a node in no domain of it counting as one"""
+    outside_multi: bool = False
+    """a multi-pod gang uses a node in no domain of the lowest level"""
 
 
-def _leaves(topo: Topology, nodes: Iterable[str]) -> int:
+def _leaves(topo: Topology, nodes: Iterable[str]) -> tuple[int, int]:
+    """``(domains, outside)``: the lowest level's domains the nodes use, and how many of the
+    nodes join no domain of that level (``(0, 0)`` without levels)."""
     leaf = topo.leaf_level
     if leaf is None:
-        return 1
-    return len({topo.domain_of(n, leaf) or ("alone", n) for n in nodes})
+        return 0, 0
+    found = [topo.domain_of(n, leaf) for n in set(nodes)]
+    return len({d for d in found if d is not None}), sum(1 for d in found if d is None)
+
+
+def _span_cell(domains: int, outside: int) -> str:
+    """``2``, or ``2+1`` when one node is in no domain of the lowest level."""
+    return f"{domains}+{outside}" if outside else str(domains)
 
 
 def _pods_by_gang(plan: Plan) -> dict[str, list[PodPlacement]]:
@@ -91,6 +104,7 @@ def plan_stats(
     requested = sum(r.requests.get(gpu, 0) * r.count for g in snapshot.gangs for r in g.roles)
     free = sum(sum(snapshot.free(n.name).gpu_milli.values()) for n in snapshot.nodes)
     spans = [_leaves(topo, [p.node for p in ps]) for ps in by_gang.values() if len(ps) > 1]
+    lowest = topo.leaf_level
     fs = fair_shares(snapshot)
     running: dict[str, int] = defaultdict(int)
     for rp in snapshot.running:
@@ -135,8 +149,10 @@ def plan_stats(
         gpus_free=free / GPU_MILLI,
         gangs_admitted=sum(1 for o in plan.gangs if o.admitted),
         gangs_total=len(plan.gangs),
-        mean_leaves_multi=(sum(spans) / len(spans)) if spans else None,
+        mean_leaves_multi=(sum(d + o for d, o in spans) / len(spans)) if spans and lowest else None,
         queues=queues,
+        lowest_level=lowest,
+        outside_multi=any(o for _, o in spans),
     )
 
 
@@ -234,29 +250,37 @@ def _admitted_section(
     listed = admitted if show_all or not many else [o for o in admitted if o.placed > 1]
     singles = len(admitted) - len(listed)
     shown = listed if show_all else listed[:ROW_CAP]
-    header = ("gang", "queue", "prio", "pods", "GPUs", "nodes", "leaves")
+    lowest = topo.leaf_level
+    header: tuple[str, ...] = ("gang", "queue", "prio", "pods", "GPUs", "nodes")
+    if lowest:
+        header += (_plural(lowest),)  # the lowest level's domains: leaves, racks
     rows = []
+    outside = False
     for o in shown:
         g = gangs[o.key]
         ps = pods.get(o.key, [])
         gpus = sum(g.role(p.role).requests.get(snapshot.gpu, 0) for p in ps) / GPU_MILLI
         nodes = {p.node for p in ps}
-        rows.append(
-            (
-                _name(g),
-                g.queue,
-                str(g.priority),
-                f"{len(ps)}/{g.size}",
-                f"{gpus:g}",
-                str(len(nodes)),
-                str(_leaves(topo, nodes)),
-            )
+        row: tuple[str, ...] = (
+            _name(g),
+            g.queue,
+            str(g.priority),
+            f"{len(ps)}/{g.size}",
+            f"{gpus:g}",
+            str(len(nodes)),
         )
+        if lowest:
+            domains, alone = _leaves(topo, nodes)
+            outside = outside or alone > 0
+            row += (_span_cell(domains, alone),)
+        rows.append(row)
     out = [_Line(f"admitted gangs: {len(admitted):,}", "bold")]
     if rows:
-        head, *body = _columns(header, rows, right={2, 3, 4, 5, 6})
+        head, *body = _columns(header, rows, right=set(range(2, len(header))))
         out.append(_Line("  " + head[0], "dim"))
         out += [_Line("  " + t, "green") for row in body for t in row]
+        if outside:
+            out.append(_Line(f"  (+N: N nodes in no {lowest})", "dim"))
     if len(listed) > len(shown):
         out.append(_Line("  " + _more(len(listed) - len(shown), "admitted gangs")))
     if singles:
@@ -386,11 +410,10 @@ def plan_lines(
     st = plan_stats(snapshot, plan, topo, pods)
     out += _queue_section(st, width, show_all)
     out.append(_Line(""))
-    spread = "-" if st.mean_leaves_multi is None else f"{st.mean_leaves_multi:.2f}"
     summary = (
         f"gangs admitted {st.gangs_admitted:,} of {st.gangs_total:,}; GPUs placed "
         f"{st.gpus_placed:g} of {st.gpus_requested:g} asked ({st.gpus_free:g} free before "
-        f"the plan); mean leaves spanned by multi-pod gangs {spread}"
+        f"the plan){_spread(st)}"
     )
     out += [_Line(t) for t in _wrap(summary, width)]
     s = plan.summary
@@ -502,6 +525,15 @@ def score_lines(
             " points of dominant share below the queue's fair target, so it may pass 100)",
         ]
     return out
+
+
+def _spread(st: PlanStats) -> str:
+    """``; mean racks spanned by multi-pod gangs 1.50`` (nothing without levels)."""
+    if st.lowest_level is None:
+        return ""
+    spread = "-" if st.mean_leaves_multi is None else f"{st.mean_leaves_multi:.2f}"
+    alone = f" (a node in no {st.lowest_level} counts as one)" if st.outside_multi else ""
+    return f"; mean {_plural(st.lowest_level)} spanned by multi-pod gangs {spread}{alone}"
 
 
 def _plural(word: str, n: int = 2) -> str:

@@ -109,17 +109,59 @@ def test_the_view_fits_80_columns_with_the_reason_under_its_row(
         "      largest free leaf (spine-0/leaf-2) holds 3 of them (running pods hold the",
     ]
     assert lines[5] == "      rest)"
+    # no levels: no column of domains spanned (it showed "leaves 1")
     assert lines[7:10] == [
         "admitted gangs: 1",
-        "  gang                          queue  prio  pods  GPUs  nodes  leaves",
-        "  a-rather-long-gang-name-0001  qa        0   2/2     4      1       1",
+        "  gang                          queue  prio  pods  GPUs  nodes",
+        "  a-rather-long-gang-name-0001  qa        0   2/2     4      1",
     ]
-    # the summary: 4 of the 8 GPUs asked placed; 8 free before the plan; gang a spans one
-    # leaf (no levels: the cluster is one)
+    # the summary: 4 of the 8 GPUs asked placed; 8 free before the plan; no levels, so no
+    # mean of domains spanned
     at = next(i for i, t in enumerate(lines) if t.startswith("gangs admitted"))
-    assert " ".join(lines[at : at + 2]) == (
-        "gangs admitted 1 of 2; GPUs placed 4 of 8 asked (8 free before the plan); mean "
-        "leaves spanned by multi-pod gangs 1.00"
+    assert lines[at] == "gangs admitted 1 of 2; GPUs placed 4 of 8 asked (8 free before the plan)"
+
+
+def test_domains_spanned_are_named_for_the_lowest_level_and_count_nodes_outside() -> None:
+    """levels: [rack] only; r1 holds n1 and n2, n3 is in no rack. Gang a (3 x 1 GPU) on n1,
+    n2, n3 spans 1 rack plus 1 node in none: the cell says 1+1, and the mean counts that
+    node as one more: 2.00."""
+    snap = Snapshot.model_validate(
+        {
+            "levels": [{"name": "rack"}],
+            "nodes": [
+                {"name": "n1", "domains": {"rack": "r1"}, "allocatable": {"nvidia.com/gpu": 1}},
+                {"name": "n2", "domains": {"rack": "r1"}, "allocatable": {"nvidia.com/gpu": 1}},
+                {"name": "n3", "allocatable": {"nvidia.com/gpu": 1}},
+            ],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "a",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 3, "requests": {"nvidia.com/gpu": 1}}],
+                }
+            ],
+        }
+    )
+    plan = Plan(
+        gangs=(GangOutcome(gang="a", admitted=True, placed=3, roles={"w": 3}),),
+        pods=tuple(
+            PodPlacement(pod=f"a-w-{i}", gang="a", role="w", node=f"n{i + 1}", gpus=("gpu-0",))
+            for i in range(3)
+        ),
+    )
+    assert verify(snap, plan) == []
+    lines = _text(plan_lines(snap, plan, 80))
+    at = lines.index("admitted gangs: 1")
+    assert lines[at + 1 : at + 4] == [
+        "  gang  queue  prio  pods  GPUs  nodes  racks",
+        "  a     q         0   3/3     3      3    1+1",
+        "  (+N: N nodes in no rack)",
+    ]
+    at = next(i for i, t in enumerate(lines) if t.startswith("gangs admitted"))
+    assert " ".join(lines[at : at + 3]).startswith(
+        "gangs admitted 1 of 1; GPUs placed 3 of 3 asked (3 free before the plan); mean "
+        "racks spanned by multi-pod gangs 2.00 (a node in no rack counts as one)"
     )
 
 
