@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import click
@@ -21,6 +22,7 @@ from gangplan.adapters.cli.common import (
 )
 from gangplan.adapters.files import STDOUT, load_plan, load_snapshot
 from gangplan.adapters.kube.bindings import Withheld
+from gangplan.models import Plan, Snapshot
 from gangplan.solver.cycle import PLACERS
 
 __all__ = ["schema", "solve", "validate", "verify"]
@@ -290,6 +292,9 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
     else:
         for v in violations:
             click.echo(f"violation: {v}")
+        hint = _foreign_plan_hint(snapshot, p, instance)
+        if hint:
+            click.echo(textwrap.fill(hint, 80, subsequent_indent="  "))
         click.echo("score (higher is better; each line counts only where the ones above tie):")
         lowest = build_topology(snapshot).leaf_level or "leaf"
         evicted = evicted_by_class(snapshot, p)
@@ -299,3 +304,21 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
         raise UserError([], f"{len(violations)} violations")
     if fmt == "text":
         click.echo(f"plan is valid for {instance or 'the default instance'}")
+
+
+def _foreign_plan_hint(snapshot: Snapshot, plan: Plan, instance: Path | None) -> str:
+    """One line when most of the plan's gangs and nodes are unknown to the instance: the
+    plan was made for another one (e.g. verify PLAN alone checks the default instance)."""
+    gangs = {p.gang_key for p in plan.pods} | {o.key for o in plan.gangs}
+    nodes = {p.node for p in plan.pods}
+    names = len(gangs) + len(nodes)
+    unknown = sum(1 for g in gangs if g not in snapshot.gang_by_key) + sum(
+        1 for n in nodes if n not in snapshot.node_by_name
+    )
+    if not names or 2 * unknown <= names:
+        return ""
+    which = f"instance {instance}" if instance is not None else "the default instance"
+    return (
+        f"note: {unknown} of the plan's {names} gangs and nodes are unknown to {which}: the "
+        "plan does not seem to be for it; give its instance first: gangplan verify INSTANCE PLAN"
+    )

@@ -675,3 +675,19 @@ def test_joint_allocation_without_any_device_layout_warns(tmp_path: Path) -> Non
         "but no node has one, so it never fits: give the nodes `device_layout: NAME` (a "
         "template of `device_layouts`) or `devices: {numa_nodes: [...]}`, or set `joint: none`"
     ) in " ".join(result.stderr.split())
+
+
+def test_verify_says_when_the_plan_is_for_another_instance(tmp_path: Path) -> None:
+    # case 11's plan names gang default/h and nodes n1, n2: none of the three is in the
+    # embedded default instance, which verify PLAN alone checks
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN_11, encoding="utf-8")
+    result = run("verify", str(plan))
+    assert result.exit_code == 1
+    assert (
+        "note: 3 of the plan's 3 gangs and nodes are unknown to the default instance: the "
+        "plan does not seem to be for it; give its instance first: gangplan verify INSTANCE "
+        "PLAN"
+    ) in " ".join(result.stdout.split())
+    # its own instance: no such note
+    assert "note:" not in run("verify", str(CASE_11), str(plan)).stdout
