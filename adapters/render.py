@@ -199,6 +199,12 @@ def _columns(
     return [lines(header), *(lines(r) for r in rows)]
 
 
+def _table_width(header: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    """The width of :func:`_columns`' widest line, with the rows' indent of 2."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return 2 + sum(widths) + 2 * (len(widths) - 1)
+
+
 def _name(gang: Gang) -> str:
     return gang.name if gang.namespace == "default" else gang.key
 
@@ -220,18 +226,25 @@ def _pending_section(
 ) -> list[_Line]:
     gangs = snapshot.gang_by_key
     shown = pending if show_all else pending[:ROW_CAP]
-    header = ("gang", "queue", "prio", "pods", "GPUs asked", "why pending")
+    header: tuple[str, ...] = ("gang", "queue", "prio", "pods", "GPUs asked", "why pending")
     rows = []
+    kinds = []
     for o in shown:
         g = gangs[o.key]
         gpus = sum(r.requests.get(snapshot.gpu, 0) * r.count for r in g.roles) / GPU_MILLI
-        kind = o.reason.kind.replace("_", " ") if o.reason else "pending"
-        rows.append((_name(g), g.queue, str(g.priority), f"0/{g.size}", f"{gpus:g}", kind))
+        kinds.append(o.reason.kind.replace("_", " ") if o.reason else "pending")
+        rows.append((_name(g), g.queue, str(g.priority), f"0/{g.size}", f"{gpus:g}", kinds[-1]))
+    # too wide for the console (long names): the kind moves to the head of the reason
+    inline = _table_width(header, rows) > width
+    if inline:
+        header, rows = header[:-1], [r[:-1] for r in rows]
     head, *body = _columns(header, rows, right={2, 3, 4})
     out = [_Line(f"pending gangs: {len(pending):,}", "bold"), _Line("  " + head[0], "dim")]
-    for o, row in zip(shown, body, strict=True):
+    for o, row, kind in zip(shown, body, kinds, strict=True):
         out += [_Line("  " + t, "yellow") for t in row]
         message = o.reason.message if o.reason else "no reason given"
+        if inline:
+            message = f"{kind}: {message}"
         out += [_Line(t) for t in _wrap(message, width, _REASON_INDENT + 2)]
     if len(pending) > len(shown):
         out.append(_Line("  " + _more(len(pending) - len(shown), "pending gangs")))
@@ -316,14 +329,18 @@ def _eviction_section(plan: Plan, width: int, show_all: bool) -> list[_Line]:
 
 def _queue_section(st: PlanStats, width: int, show_all: bool) -> list[_Line]:
     shown = st.queues if show_all else st.queues[:ROW_CAP]
-    header = ("queue", "running GPUs", "placed GPUs", "dominant share", "fair target (class)")
+    header = ("queue", "running", "placed", "share", "fair target (class)")
     rows = [
         (name, f"{run:g}", f"{placed:g}", f"{share:.1f}%", target)
         for name, run, placed, share, target in shown
     ]
     head, *body = _columns(header, rows, right={1, 2, 3}, width=width)
+    title = (
+        "queues: GPUs running and placed, dominant share after the plan, and fair target "
+        "per priority class"
+    )
     out = [
-        _Line("queues: dominant share after the plan, and fair target per priority class", "bold"),
+        *(_Line(t, "bold") for t in _wrap(title, width, 0, 2)),
         _Line("  " + head[0], "dim"),
         *(_Line("  " + t) for row in body for t in row),
     ]

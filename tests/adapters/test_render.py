@@ -172,14 +172,60 @@ def test_names_are_never_broken_even_when_the_width_is_too_small(
     lines = _text(plan_lines(snap, plan, 30))
     # the gang name is whole on its row, though the row is wider than 30 columns
     assert any("a-rather-long-gang-name-0001" in t for t in lines)
-    # the reason's words are each whole: joined again, the lines give the message back
-    start = lines.index("  b     qa        0   0/1           4  lost") + 1
+    # the reason's words are each whole: joined again, the lines give the message back,
+    # headed by its kind (the table is too wide for a column of its own)
+    start = lines.index("  b     qa        0   0/1           4") + 1
     reason = []
     for t in lines[start:]:
         if not t.startswith("      "):
             break
         reason.append(t.strip())
-    assert " ".join(reason) == LONG
+    assert " ".join(reason) == f"lost: {LONG}"
+
+
+def test_long_gang_and_queue_names_still_fit_80_columns(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    """A gang name of 29 characters and a queue name of 20 (Kueue's samples): the pending
+    table would be 2 + 29 + 2 + 20 + 2 + 4 + 2 + 4 + 2 + 10 + 2 + 11 = 90 columns with its
+    'why pending' column, so the kind heads the reason instead; the queue table's titles
+    are short enough for its last column at 2 + 20 + 2 + 7 + 2 + 6 + 2 + 5 + 2 + 19 = 67."""
+    gang = "sample-job-partial-admission1"
+    queue = "worker-cluster-queue"
+    snap = snapshot_of(
+        nodes=[gpu_node("n1", gpus=1)],
+        queues=[{"name": queue}],
+        gangs=[
+            {
+                "name": gang,
+                "queue": queue,
+                "roles": [{"name": "w", "count": 1, "requests": {GPU: 2}}],
+            }
+        ],
+    )
+    plan = Plan(
+        gangs=(
+            GangOutcome(
+                gang=gang,
+                admitted=False,
+                reason=PendingReason(
+                    kind="never_fits", message="needs 2 GPUs on one node; the largest node has 1"
+                ),
+            ),
+        )
+    )
+    lines = _text(plan_lines(snap, plan, 80))
+    assert all(len(t) <= 80 for t in lines), [t for t in lines if len(t) > 80]
+    assert lines[1:4] == [
+        "  gang                           queue                 prio  pods  GPUs asked",
+        f"  {gang}  {queue}     0   0/1           2",
+        "      never fits: needs 2 GPUs on one node; the largest node has 1",
+    ]
+    at = lines.index("  queue                 running  placed  share  fair target (class)")
+    assert lines[at - 2 : at] == [
+        "queues: GPUs running and placed, dominant share after the plan, and fair target",
+        "  per priority class",
+    ]
 
 
 def test_at_scale_rows_are_capped_and_single_pod_gangs_counted(
