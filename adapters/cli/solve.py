@@ -15,6 +15,7 @@ from gangplan.adapters.cli.common import (
     OUTPUT,
     SECONDS,
     UserError,
+    counted,
     echo_warnings,
     guard_output,
     main,
@@ -38,11 +39,18 @@ def validate(instance: Path | None) -> None:
     snapshot, warnings = load_snapshot(instance)
     echo_warnings(warnings)
     gpus = sum(n.allocatable.get(snapshot.gpu, 0) for n in snapshot.nodes) // 1000
-    click.echo(
-        f"{instance or 'default instance'}: valid — {len(snapshot.nodes)} nodes, {gpus} GPUs, "
-        f"{len(snapshot.queues)} queues, {len(snapshot.gangs)} pending gangs, "
-        f"{len(snapshot.running)} running pods, {len(warnings)} warnings"
+    counts = ", ".join(
+        counted(n, w)
+        for n, w in (
+            (len(snapshot.nodes), "node"),
+            (gpus, "GPU"),
+            (len(snapshot.queues), "queue"),
+            (len(snapshot.gangs), "pending gang"),
+            (len(snapshot.running), "running pod"),
+            (len(warnings), "warning"),
+        )
     )
+    click.echo(f"{instance or 'default instance'}: valid — {counts}")
 
 
 @main.command()

@@ -63,7 +63,7 @@ def test_validate_valid_file() -> None:
     result = run("validate", str(CASE_04))
     assert result.exit_code == 0, result.output
     assert result.stdout == (
-        f"{CASE_04}: valid — 3 nodes, 4 GPUs, 1 queues, 2 pending gangs, 0 running pods, "
+        f"{CASE_04}: valid — 3 nodes, 4 GPUs, 1 queue, 2 pending gangs, 0 running pods, "
         "0 warnings\n"
     )
 
@@ -93,7 +93,8 @@ def test_validate_json_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     (tmp_path / "i.json").write_text(json.dumps(data), encoding="utf-8")
     result = run("validate", "i.json")
     assert result.exit_code == 0, result.output
-    assert "i.json: valid — 1 nodes, 2 GPUs, 1 queues, 1 pending gangs" in result.stdout
+    # one of each: no plural (it said "1 nodes, 1 queues")
+    assert "i.json: valid — 1 node, 2 GPUs, 1 queue, 1 pending gang" in result.stdout
 
 
 # --------------------------------------------------------------------------- validate: invalid
