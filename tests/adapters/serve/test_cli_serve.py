@@ -182,7 +182,8 @@ def test_apply_refuses_a_plan_that_does_not_hold(
 def test_apply_sends_no_eviction_and_refuses_a_plan_that_needs_one(
     tmp_path: Path, standin: StandIn, memory: InMemoryApi
 ) -> None:
-    """docs/serve.md: serve has preemption off, and apply sends no Eviction. n0 is free,
+    """docs/serve.md: apply of a kind: Plan sends no Eviction (serve evicts only for the
+    gangs it plans itself, with preemption: true). n0 is free,
     n1 holds running pod low-0 (8 GPUs); the plan puts train's 2 x 8 GPUs on n0 and n1 and
     evicts low-0 (as solve --preemption would): train-1 does not fit on n1 as it is."""
     for i in range(2):
