@@ -361,12 +361,17 @@ def status_line(
     entry it optimised was proven optimal, or that there was nothing to optimise (no gang
     could be placed, when ``placed``, the plan's pod count, is 0); ``feasible`` counts the
     entries not proven optimal within the time limit and names them; ``incumbent`` and
-    ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: CP-SAT's
-    budget, when known.
+    ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: the
+    cycle's budget (``SolverConfig.time_limit_s``: the whole cycle, not CP-SAT alone), when
+    known; the gap is the largest of the GPU throughput entries' gaps to CP-SAT's bound.
     """
     s = summary
     took = f"{s.wall_time_s:.2f} s"
-    within = f" in {time_limit_s:g} s" if time_limit_s is not None else " in its time limit"
+    within = (
+        f" within the cycle's {time_limit_s:g} s limit"
+        if time_limit_s is not None
+        else " within the cycle's time limit"
+    )
     optimised = [t for t in s.tiers if t.status not in _NOT_OPTIMISED]
     if s.status == "baseline":
         return f"placer {s.placer}: a baseline (no optimisation, no bounds); {took}"
@@ -381,7 +386,7 @@ def status_line(
     if s.status == "feasible":
         open_tiers = [t.name for t in optimised if t.status != "optimal"]
         thr = [t.gap for t in s.tiers if t.gap is not None and t.name.endswith(".gpu_milli")]
-        gap = f"; throughput gap {max(thr):.2%}" if thr else ""
+        gap = f"; GPUs admitted: gap to the bound {max(thr):.2%}" if thr else ""
         return (
             f"placer {s.placer}: status feasible — {len(open_tiers)} of {len(optimised)} "
             f"score entries not proven optimal{within} ({', '.join(open_tiers)}){gap}; {took}"

@@ -364,8 +364,9 @@ def test_feasible_says_what_is_not_proven_in_what_time() -> None:
     line = status_line(_summary("feasible", tiers=tiers), 10)
     # 3 entries optimised (the constant one is not), 2 of them not proven optimal
     assert line == (
-        "placer cpsat: status feasible — 2 of 3 score entries not proven optimal in 10 s "
-        "(locality.leaf, fragmentation.fgd); throughput gap 0.00%; 1.50 s"
+        "placer cpsat: status feasible — 2 of 3 score entries not proven optimal within the "
+        "cycle's 10 s limit (locality.leaf, fragmentation.fgd); GPUs admitted: gap to the "
+        "bound 0.00%; 1.50 s"
     )
 
 
@@ -374,7 +375,10 @@ def test_baseline_incumbent_and_fallback_say_whose_plan_is_returned() -> None:
         "placer greedy: a baseline (no optimisation, no bounds); 1.50 s"
     )
     line = status_line(_summary("incumbent", placer="cpsat (incumbent: fgd)"), 5)
-    assert "CP-SAT found no plan better than the fgd plan in 5 s, which is returned" in line
+    assert (
+        "CP-SAT found no plan better than the fgd plan within the cycle's 5 s limit, which is "
+        "returned" in line
+    )
     line = status_line(_summary("fallback", placer="cpsat (incumbent: greedy)"), 5)
     assert "the greedy plan is returned" in line and "optimal" not in line
 
