@@ -43,7 +43,14 @@ def _setup(
     try:
         client = load_client(str(kubeconfig) if kubeconfig else None, context)
     except ApiError as err:
-        raise UserError([f"cannot configure the Kubernetes client: {err.message}"]) from None
+        hint = (
+            ""
+            if kubeconfig
+            else " (no --kubeconfig given, no file at $KUBECONFIG or ~/.kube/config, and not "
+            "in a pod with a service account: give --kubeconfig FILE, set KUBECONFIG, or run "
+            "in the cluster)"
+        )
+        raise UserError([f"cannot configure the Kubernetes client: {err.message}{hint}"]) from None
     # urllib3 logs each retry of a refused connection as a warning: one error line instead
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     return cfg, OfficialApi(client, field_manager=cfg.scheduler_name)

@@ -227,9 +227,11 @@ def test_apply_sends_no_eviction_and_refuses_a_plan_that_needs_one(
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("mode: bnd\n", "mode: Input should be 'gate' or 'bind' (got 'bnd')"),  # a typo
-        ("period: 2\n", "period: not a field"),  # the field is period_s
-        ("period_s: -1\n", "period_s: Input should be greater than 0"),
+        ("mode: bnd\n", "mode: is 'bnd' (accepted: 'gate', 'bind')"),  # a typo
+        ("period: 2\n", "period: not a field (accepted: "),  # the field is period_s
+        ("period_s: -1\n", "period_s: is -1 (accepted: a number > 0)"),
+        ("event_interval_s: -1\n", "event_interval_s: is -1 (accepted: a number >= 0)"),
+        ("dry_run: maybe\n", "dry_run: is 'maybe' (accepted: true or false)"),
         ("topology_labels: 'a,,b'\n", "topology_labels: "),  # an empty level
         ("- 1\n", "the configuration must be a mapping"),
     ],
@@ -241,3 +243,40 @@ def test_a_bad_config_names_the_field(tmp_path: Path, text: str, expected: str) 
     assert res.exit_code == 1
     assert f"error: {cfg}: " in res.stderr and expected in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_a_config_map_is_read_from_its_serve_yaml_key(tmp_path: Path) -> None:
+    # deploy/configmap.yaml as --config: its data.serve.yaml (it gave four "not a field")
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "gangplan"},
+        "data": {"serve.yaml": "mode: bnd\nperiod_s: 2\n"},
+    }
+    cfg = tmp_path / "configmap.yaml"
+    cfg.write_text(yaml.safe_dump(cm))
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg), "--once"])
+    assert res.exit_code == 1
+    assert res.stderr == (
+        f"error: {cfg}: data.serve.yaml: mode: is 'bnd' (accepted: 'gate', 'bind')\n"
+    )
+    from gangplan.adapters.serve.config import load_config
+
+    cm["data"] = {"serve.yaml": "mode: bind\nperiod_s: 7\n"}
+    cfg.write_text(yaml.safe_dump(cm))
+    loaded = load_config(cfg)
+    assert (loaded.mode, loaded.period_s) == ("bind", 7.0)
+    shipped = load_config(Path(__file__).resolve().parents[3] / "deploy" / "configmap.yaml")
+    assert shipped.scheduler_name == "gangplan"
+
+
+def test_no_kubeconfig_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    res = CliRunner().invoke(main, ["serve", "--once"])
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: cannot configure the Kubernetes client: ")
+    assert "give --kubeconfig FILE, set KUBECONFIG, or run in the cluster" in res.stderr
