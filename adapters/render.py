@@ -227,7 +227,7 @@ def _pending_section(
     gangs = snapshot.gang_by_key
     shown = pending if show_all else pending[:ROW_CAP]
     header: tuple[str, ...] = ("gang", "queue", "prio", "pods", "GPUs asked", "why pending")
-    rows = []
+    rows: list[tuple[str, ...]] = []
     kinds = []
     for o in shown:
         g = gangs[o.key]
