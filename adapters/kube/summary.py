@@ -174,7 +174,7 @@ class ReadSummary:
             groups = self.by_kind_and_reason(entries)
             for (kind, reason), n in sorted(groups.items()):
                 what = f"document{'s' if n != 1 else ''}" if kind == "-" else kind
-                add(f"  {n:>5} {what}: {reason}", 10)
+                add(f"  {n:>5} {what}: {reason}", 8)
                 examples = [e for e in entries if e.kind == kind and e.reason == reason]
                 shown = examples if details < 0 else examples[:details]
                 for e in shown:
