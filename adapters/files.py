@@ -235,16 +235,59 @@ def load_snapshot(path: str | Path | None) -> tuple[Snapshot, list[str]]:
         InputError: every problem at once, each naming the file and the path inside it.
     """
     name, data = read_data(path)
+    if isinstance(data, dict) and _looks_like_a_case(data):
+        raise InputError(name, [Problem("", _case_hint(data))])
     if isinstance(data, dict) and data.get("kind") not in (None, "Instance"):
         raise InputError(name, [Problem("kind", f"is {data.get('kind')!r}; accepted: 'Instance'")])
     slow = yaml_input.loader_warning() if _format_for(Path(name)) == "yaml" else None
     try:
         snapshot, warnings = load_instance(data)
-        return snapshot, [*([slow] if slow else []), *warnings]
+        return snapshot, [*([slow] if slow else []), *warnings, *_joint_without_layout(snapshot)]
     except RecursionError:
         raise InputError(name, [Problem("", "nested too deeply to validate")]) from None
     except InstanceError as err:
         raise InputError(name, err.problems) from None
+
+
+def _joint_without_layout(snapshot: Snapshot) -> list[str]:
+    """A warning per gang that asks joint GPU/NIC allocation for pods with NICs while no node
+    declares a device layout (docs/instance-format.md: joint allocation needs one): the
+    implicit layout's PCIe topology is unknown, so such a gang never gets its NICs."""
+    s = snapshot
+    if any(n.has_device_topology for n in s.nodes):
+        return []
+    return [
+        f"gang {g.key!r}: joint allocation {g.joint!r} needs a declared device layout, but no "
+        "node has one, so it never fits: give the nodes `device_layout: NAME` (a "
+        "template of `device_layouts`) or `devices: {numa_nodes: [...]}`, or set `joint: none`"
+        for g in s.gangs
+        if g.joint != "none" and any(r.requests.get(s.nic, 0) for r in g.roles)
+    ]
+
+
+def _looks_like_a_case(data: dict[str, Any]) -> bool:
+    """A test case in the short form ``id``, ``cluster``, ``expect`` (its ``kind`` a
+    sentence), not an instance: no ``apiVersion``, and ``expect`` beside ``cluster`` or
+    ``id``."""
+    return (
+        "apiVersion" not in data
+        and "expect" in data
+        and ("cluster" in data or "id" in data or "case" in data)
+    )
+
+
+def _case_hint(data: dict[str, Any]) -> str:
+    """What to run instead of a case file: the translated instance the package ships
+    (``instances/cases/<id>.yaml``) when there is one."""
+    head = (
+        "this looks like a test case (id, cluster, expect), not an instance file (kind: Instance)"
+    )
+    case = data.get("id") or data.get("case")
+    if isinstance(case, str) and case and "/" not in case and "\\" not in case:
+        shipped = resources.files("gangplan.instances.cases").joinpath(f"{case}.yaml")
+        if shipped.is_file():
+            return f"{head}; its translated instance is {shipped}: pass that file instead"
+    return f"{head}; the translated cases ship in instances/cases/ (see its README.md)"
 
 
 def load_plan(path: str | Path) -> Plan:

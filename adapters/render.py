@@ -28,6 +28,7 @@ from gangplan.topology import Topology, build_topology
 __all__ = [
     "ROW_CAP",
     "PlanStats",
+    "evicted_by_class",
     "plan_lines",
     "plan_stats",
     "render_plan",
@@ -53,13 +54,26 @@ class PlanStats:
     mean_leaves_multi: float | None
     queues: list[tuple[str, float, float, float, str]]
     """(queue, running GPUs, placed GPUs, dominant share %, fair targets % per class)"""
+    lowest_level: str | None = None
+    """the lowest topology level (``leaf``, ``rack``), None without levels: what
+    ``mean_leaves_multi`` counts, a node in no domain of it counting as one"""
+    outside_multi: bool = False
+    """a multi-pod gang uses a node in no domain of the lowest level"""
 
 
-def _leaves(topo: Topology, nodes: Iterable[str]) -> int:
+def _leaves(topo: Topology, nodes: Iterable[str]) -> tuple[int, int]:
+    """``(domains, outside)``: the lowest level's domains the nodes use, and how many of the
+    nodes join no domain of that level (``(0, 0)`` without levels)."""
     leaf = topo.leaf_level
     if leaf is None:
-        return 1
-    return len({topo.domain_of(n, leaf) or ("alone", n) for n in nodes})
+        return 0, 0
+    found = [topo.domain_of(n, leaf) for n in set(nodes)]
+    return len({d for d in found if d is not None}), sum(1 for d in found if d is None)
+
+
+def _span_cell(domains: int, outside: int) -> str:
+    """``2``, or ``2+1`` when one node is in no domain of the lowest level."""
+    return f"{domains}+{outside}" if outside else str(domains)
 
 
 def _pods_by_gang(plan: Plan) -> dict[str, list[PodPlacement]]:
@@ -90,6 +104,7 @@ def plan_stats(
     requested = sum(r.requests.get(gpu, 0) * r.count for g in snapshot.gangs for r in g.roles)
     free = sum(sum(snapshot.free(n.name).gpu_milli.values()) for n in snapshot.nodes)
     spans = [_leaves(topo, [p.node for p in ps]) for ps in by_gang.values() if len(ps) > 1]
+    lowest = topo.leaf_level
     fs = fair_shares(snapshot)
     running: dict[str, int] = defaultdict(int)
     for rp in snapshot.running:
@@ -134,8 +149,10 @@ def plan_stats(
         gpus_free=free / GPU_MILLI,
         gangs_admitted=sum(1 for o in plan.gangs if o.admitted),
         gangs_total=len(plan.gangs),
-        mean_leaves_multi=(sum(spans) / len(spans)) if spans else None,
+        mean_leaves_multi=(sum(d + o for d, o in spans) / len(spans)) if spans and lowest else None,
         queues=queues,
+        lowest_level=lowest,
+        outside_multi=any(o for _, o in spans),
     )
 
 
@@ -182,6 +199,12 @@ def _columns(
     return [lines(header), *(lines(r) for r in rows)]
 
 
+def _table_width(header: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    """The width of :func:`_columns`' widest line, with the rows' indent of 2."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return 2 + sum(widths) + 2 * (len(widths) - 1)
+
+
 def _name(gang: Gang) -> str:
     return gang.name if gang.namespace == "default" else gang.key
 
@@ -203,18 +226,25 @@ def _pending_section(
 ) -> list[_Line]:
     gangs = snapshot.gang_by_key
     shown = pending if show_all else pending[:ROW_CAP]
-    header = ("gang", "queue", "prio", "pods", "GPUs asked", "why pending")
-    rows = []
+    header: tuple[str, ...] = ("gang", "queue", "prio", "pods", "GPUs asked", "why pending")
+    rows: list[tuple[str, ...]] = []
+    kinds = []
     for o in shown:
         g = gangs[o.key]
         gpus = sum(r.requests.get(snapshot.gpu, 0) * r.count for r in g.roles) / GPU_MILLI
-        kind = o.reason.kind.replace("_", " ") if o.reason else "pending"
-        rows.append((_name(g), g.queue, str(g.priority), f"0/{g.size}", f"{gpus:g}", kind))
+        kinds.append(o.reason.kind.replace("_", " ") if o.reason else "pending")
+        rows.append((_name(g), g.queue, str(g.priority), f"0/{g.size}", f"{gpus:g}", kinds[-1]))
+    # too wide for the console (long names): the kind moves to the head of the reason
+    inline = _table_width(header, rows) > width
+    if inline:
+        header, rows = header[:-1], [r[:-1] for r in rows]
     head, *body = _columns(header, rows, right={2, 3, 4})
     out = [_Line(f"pending gangs: {len(pending):,}", "bold"), _Line("  " + head[0], "dim")]
-    for o, row in zip(shown, body, strict=True):
+    for o, row, kind in zip(shown, body, kinds, strict=True):
         out += [_Line("  " + t, "yellow") for t in row]
         message = o.reason.message if o.reason else "no reason given"
+        if inline:
+            message = f"{kind}: {message}"
         out += [_Line(t) for t in _wrap(message, width, _REASON_INDENT + 2)]
     if len(pending) > len(shown):
         out.append(_Line("  " + _more(len(pending) - len(shown), "pending gangs")))
@@ -233,29 +263,37 @@ def _admitted_section(
     listed = admitted if show_all or not many else [o for o in admitted if o.placed > 1]
     singles = len(admitted) - len(listed)
     shown = listed if show_all else listed[:ROW_CAP]
-    header = ("gang", "queue", "prio", "pods", "GPUs", "nodes", "leaves")
+    lowest = topo.leaf_level
+    header: tuple[str, ...] = ("gang", "queue", "prio", "pods", "GPUs", "nodes")
+    if lowest:
+        header += (_plural(lowest),)  # the lowest level's domains: leaves, racks
     rows = []
+    outside = False
     for o in shown:
         g = gangs[o.key]
         ps = pods.get(o.key, [])
         gpus = sum(g.role(p.role).requests.get(snapshot.gpu, 0) for p in ps) / GPU_MILLI
         nodes = {p.node for p in ps}
-        rows.append(
-            (
-                _name(g),
-                g.queue,
-                str(g.priority),
-                f"{len(ps)}/{g.size}",
-                f"{gpus:g}",
-                str(len(nodes)),
-                str(_leaves(topo, nodes)),
-            )
+        row: tuple[str, ...] = (
+            _name(g),
+            g.queue,
+            str(g.priority),
+            f"{len(ps)}/{g.size}",
+            f"{gpus:g}",
+            str(len(nodes)),
         )
+        if lowest:
+            domains, alone = _leaves(topo, nodes)
+            outside = outside or alone > 0
+            row += (_span_cell(domains, alone),)
+        rows.append(row)
     out = [_Line(f"admitted gangs: {len(admitted):,}", "bold")]
     if rows:
-        head, *body = _columns(header, rows, right={2, 3, 4, 5, 6})
+        head, *body = _columns(header, rows, right=set(range(2, len(header))))
         out.append(_Line("  " + head[0], "dim"))
         out += [_Line("  " + t, "green") for row in body for t in row]
+        if outside:
+            out.append(_Line(f"  (+N: N nodes in no {lowest})", "dim"))
     if len(listed) > len(shown):
         out.append(_Line("  " + _more(len(listed) - len(shown), "admitted gangs")))
     if singles:
@@ -291,14 +329,18 @@ def _eviction_section(plan: Plan, width: int, show_all: bool) -> list[_Line]:
 
 def _queue_section(st: PlanStats, width: int, show_all: bool) -> list[_Line]:
     shown = st.queues if show_all else st.queues[:ROW_CAP]
-    header = ("queue", "running GPUs", "placed GPUs", "dominant share", "fair target (class)")
+    header = ("queue", "running", "placed", "share", "fair target (class)")
     rows = [
         (name, f"{run:g}", f"{placed:g}", f"{share:.1f}%", target)
         for name, run, placed, share, target in shown
     ]
     head, *body = _columns(header, rows, right={1, 2, 3}, width=width)
+    title = (
+        "queues: GPUs running and placed, dominant share after the plan, and fair target "
+        "per priority class"
+    )
     out = [
-        _Line("queues: dominant share after the plan, and fair target per priority class", "bold"),
+        *(_Line(t, "bold") for t in _wrap(title, width, 0, 2)),
         _Line("  " + head[0], "dim"),
         *(_Line("  " + t) for row in body for t in row),
     ]
@@ -319,12 +361,17 @@ def status_line(
     entry it optimised was proven optimal, or that there was nothing to optimise (no gang
     could be placed, when ``placed``, the plan's pod count, is 0); ``feasible`` counts the
     entries not proven optimal within the time limit and names them; ``incumbent`` and
-    ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: CP-SAT's
-    budget, when known.
+    ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: the
+    cycle's budget (``SolverConfig.time_limit_s``: the whole cycle, not CP-SAT alone), when
+    known; the gap is the largest of the GPU throughput entries' gaps to CP-SAT's bound.
     """
     s = summary
     took = f"{s.wall_time_s:.2f} s"
-    within = f" in {time_limit_s:g} s" if time_limit_s is not None else " in its time limit"
+    within = (
+        f" within the cycle's {time_limit_s:g} s limit"
+        if time_limit_s is not None
+        else " within the cycle's time limit"
+    )
     optimised = [t for t in s.tiers if t.status not in _NOT_OPTIMISED]
     if s.status == "baseline":
         return f"placer {s.placer}: a baseline (no optimisation, no bounds); {took}"
@@ -339,7 +386,7 @@ def status_line(
     if s.status == "feasible":
         open_tiers = [t.name for t in optimised if t.status != "optimal"]
         thr = [t.gap for t in s.tiers if t.gap is not None and t.name.endswith(".gpu_milli")]
-        gap = f"; throughput gap {max(thr):.2%}" if thr else ""
+        gap = f"; GPUs admitted: gap to the bound {max(thr):.2%}" if thr else ""
         return (
             f"placer {s.placer}: status feasible — {len(open_tiers)} of {len(optimised)} "
             f"score entries not proven optimal{within} ({', '.join(open_tiers)}){gap}; {took}"
@@ -385,11 +432,10 @@ def plan_lines(
     st = plan_stats(snapshot, plan, topo, pods)
     out += _queue_section(st, width, show_all)
     out.append(_Line(""))
-    spread = "-" if st.mean_leaves_multi is None else f"{st.mean_leaves_multi:.2f}"
     summary = (
         f"gangs admitted {st.gangs_admitted:,} of {st.gangs_total:,}; GPUs placed "
         f"{st.gpus_placed:g} of {st.gpus_requested:g} asked ({st.gpus_free:g} free before "
-        f"the plan); mean leaves spanned by multi-pod gangs {spread}"
+        f"the plan){_spread(st)}"
     )
     out += [_Line(t) for t in _wrap(summary, width)]
     s = plan.summary
@@ -423,16 +469,44 @@ def render_plan(
 # --------------------------------------------------------------------------- the score
 
 
-def score_lines(entries: Sequence[tuple[str, int]]) -> list[str]:
+def evicted_by_class(snapshot: Snapshot, plan: Plan) -> dict[str, tuple[int, int]]:
+    """The milli-GPU and pods ``plan`` evicts, by the score's class name (``p0``, the
+    victim gang's priority), as :func:`gangplan.solver.score.score` counts them: only with
+    preemption on."""
+    out: dict[str, tuple[int, int]] = {}
+    if not (snapshot.preemption.enabled and plan.evictions):
+        return out
+    rules, evicted = snapshot.preemption_rules, plan.evicted
+    for pod in snapshot.running:
+        if (pod.namespace, pod.name) in evicted:
+            c = f"p{rules.gang_of(pod).priority}"
+            gpu, pods = out.get(c, (0, 0))
+            out[c] = (gpu + pod.requests.get(snapshot.gpu, 0), pods + 1)
+    return out
+
+
+def _count(n: float, what: str) -> str:
+    return f"{n:g} {what}{'' if n == 1 else 's'}"
+
+
+def score_lines(
+    entries: Sequence[tuple[str, int]],
+    *,
+    evicted: dict[str, tuple[int, int]] | None = None,
+    lowest_level: str = "leaf",
+) -> list[str]:
     """A score (:func:`gangplan.solver.score.score`'s ``entries``) in a person's units, one
     line per part, most important first, in the score's order: per priority class how far
-    its queues are below their fair targets (percent of dominant share, weighted by queue
-    weight; queues of weight 0 unweighted), then the GPUs and pods admitted; the extra
-    domains multi-pod gangs use per level (``preferred``: at their preferred levels); the
-    partly used GPU nodes and leaves; the pods moved from the previous plan. The score's
-    own units: fairness in weight-milli x ppm, throughput in milli-GPU.
+    its queues are below their fair targets (summed over the class's queues: weight x
+    percentage points of dominant share, so it may pass 100; queues of weight 0
+    unweighted), then the GPUs and pods admitted and (``evicted``: from
+    :func:`evicted_by_class`) evicted — the score counts their difference; the extra domains
+    multi-pod gangs use per level (``preferred``: at their preferred levels); the partly
+    used GPU nodes and domains of ``lowest_level``; the pods moved from the previous plan.
+    The score's own units: fairness in weight-milli x ppm, throughput in milli-GPU.
     """
     values = dict(entries)
+    gone = evicted or {}
     classes: list[str] = []
     for name, _ in entries:
         head, _, _tail = name.partition(".")
@@ -440,14 +514,20 @@ def score_lines(entries: Sequence[tuple[str, int]]) -> list[str]:
             classes.append(head)
     out = []
     for c in classes:
-        gpus = values.get(f"{c}.gpu_milli", 0) / GPU_MILLI
-        pods = values.get(f"{c}.pods", 0)
+        lost_milli, lost_pods = gone.get(c, (0, 0))
+        gpus = (values.get(f"{c}.gpu_milli", 0) + lost_milli) / GPU_MILLI
+        pods = values.get(f"{c}.pods", 0) + lost_pods
         short = -values.get(f"{c}.fairness", 0) / 1000 / 10_000
         short0 = -values.get(f"{c}.fairness_w0", 0) / 10_000
-        zero = f", weight-0 queues {short0:.1f}%" if short0 else ""
+        zero = f", weight-0 queues {short0:.1f}" if short0 else ""
+        evict = (
+            f"; evicted {_count(lost_milli / GPU_MILLI, 'GPU')}, {_count(lost_pods, 'pod')}"
+            if lost_pods
+            else ""
+        )
         out.append(
-            f"priority {c[1:]}: fair-share shortfall {short:.1f}% (weighted){zero}; "
-            f"admitted {gpus:g} GPUs, {pods} pod{'s' if pods != 1 else ''}"
+            f"priority {c[1:]}: fair-share shortfall {short:.1f}{zero}; "
+            f"admitted {_count(gpus, 'GPU')}, {_count(pods, 'pod')}{evict}"
         )
     levels = [(n.removeprefix("locality."), v) for n, v in entries if n.startswith("locality.")]
     if levels:
@@ -456,9 +536,34 @@ def score_lines(entries: Sequence[tuple[str, int]]) -> list[str]:
     nodes = -values.get("fragmentation.gpu_nodes", 0)
     leaves = -values.get("fragmentation.leaves", 0)
     out.append(
-        f"fragmentation: {nodes} GPU node{'s' if nodes != 1 else ''} and {leaves} "
-        f"lea{'ves' if leaves != 1 else 'f'} partly used"
+        f"fragmentation: {_count(nodes, 'GPU node')} and {leaves} {_plural(lowest_level, leaves)} "
+        "partly used"
     )
     moved = -values.get("stability", 0)
-    out.append(f"stability: {moved} pod{'s' if moved != 1 else ''} moved from the previous plan")
+    out.append(f"stability: {_count(moved, 'pod')} moved from the previous plan")
+    if classes:
+        out += [
+            "(fair-share shortfall: the sum over a class's queues of weight x percentage",
+            " points of dominant share below the queue's fair target, so it may pass 100)",
+        ]
     return out
+
+
+def _spread(st: PlanStats) -> str:
+    """``; mean racks spanned by multi-pod gangs 1.50`` (nothing without levels)."""
+    if st.lowest_level is None:
+        return ""
+    spread = "-" if st.mean_leaves_multi is None else f"{st.mean_leaves_multi:.2f}"
+    alone = f" (a node in no {st.lowest_level} counts as one)" if st.outside_multi else ""
+    return f"; mean {_plural(st.lowest_level)} spanned by multi-pod gangs {spread}{alone}"
+
+
+def _plural(word: str, n: int = 2) -> str:
+    """``leaf`` -> ``leaves``, ``rack`` -> ``racks``, ``switch`` -> ``switches``."""
+    if n == 1:
+        return word
+    if word.endswith("f"):
+        return word[:-1] + "ves"
+    if word.endswith(("s", "x", "ch", "sh")):
+        return word + "es"
+    return word + "s"

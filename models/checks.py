@@ -141,7 +141,9 @@ def _node_problems(s: Snapshot) -> Iterator[Problem]:
             continue
         if node.devices is not None:
             yield from _layout_problems(node.devices, f"{path}.devices")
-        yield from _whole_units(node.allocatable, f"{path}.allocatable", fractional_ok=set())
+        yield from _whole_units(
+            node.allocatable, f"{path}.allocatable", fractional_ok=set(), gpu=s.gpu
+        )
         if node.has_device_topology:
             layout = s.layout_of(node)
             for res, ids, what in (
@@ -336,11 +338,21 @@ def _layout_problems(layout: DeviceLayout, path: str) -> Iterator[Problem]:
         yield Problem(path, f"NUMA node name {n!r} used twice")
 
 
-def _whole_units(res: dict[str, int], path: str, fractional_ok: set[str]) -> Iterator[Problem]:
+def _whole_units(
+    res: dict[str, int], path: str, fractional_ok: set[str], gpu: str | None = None
+) -> Iterator[Problem]:
     for name, amount in res.items():
         if name in (CPU, MEMORY) or name in fractional_ok:
             continue
-        if amount % GPU_MILLI and not name.startswith("hugepages-") and name != "ephemeral-storage":
+        if amount % GPU_MILLI and name == gpu:
+            yield Problem(
+                f"{path}.{name}",
+                f"{amount / GPU_MILLI:g} GPUs is not a whole number; a node's GPUs are counted "
+                "in whole devices (a share such as 500m is for a pod's request)",
+            )
+        elif (
+            amount % GPU_MILLI and not name.startswith("hugepages-") and name != "ephemeral-storage"
+        ):
             yield Problem(
                 f"{path}.{name}",
                 f"{format_quantity(name, amount)} is not a whole number; extended resources "

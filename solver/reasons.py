@@ -70,11 +70,13 @@ def _plural(n: int, word: str) -> str:
 
 
 def _amount(s: Snapshot, res: str, amount: int) -> str:
-    """An amount in a person's unit: ``8 GPUs``, ``500 milli-GPU``, ``2 NICs``, ``4Gi memory``."""
+    """An amount in a person's unit: ``8 GPUs``, ``0.5 GPU`` (a share, as the solve table's
+    GPUs asked shows it), ``2 NICs``, ``4Gi memory``."""
     if res == s.gpu:
         if amount % GPU_MILLI == 0:
             return _plural(amount // GPU_MILLI, "GPU")
-        return f"{amount} milli-GPU"
+        gpus = amount / GPU_MILLI
+        return f"{gpus:g} GPU{'s' if gpus > 1 else ''}"
     if res == s.nic:
         return _plural(amount // GPU_MILLI, "NIC")
     return f"{format_quantity(res, amount)} {res}"

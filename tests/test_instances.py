@@ -8,6 +8,7 @@ back from the code under test.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections import Counter
 from importlib import resources
@@ -48,9 +49,15 @@ from gangplan.models.quantity import to_base_units
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances"
 CASES = INSTANCES / "cases"
-SHARED_CASES = next(
-    (p / "shared" / "cases" for p in ROOT.parents if (p / "shared" / "cases").is_dir()),
-    ROOT.parent / "shared" / "cases",
+# beside $GANGPLAN_SHARED_DATA (its sibling cases/), else the first shared/cases beside the
+# repository or above it
+SHARED_CASES = (
+    Path(os.environ["GANGPLAN_SHARED_DATA"]).parent / "cases"
+    if os.environ.get("GANGPLAN_SHARED_DATA")
+    else next(
+        (p / "shared" / "cases" for p in ROOT.parents if (p / "shared" / "cases").is_dir()),
+        ROOT.parent / "shared" / "cases",
+    )
 )
 
 INSTANCE_FILES = sorted(

@@ -99,6 +99,7 @@ __all__ = [
     "run_line",
     "summarize",
     "summary_rows",
+    "summary_text",
     "trace_workload",
     "write_plot",
 ]
@@ -651,6 +652,19 @@ def summary_rows(summaries: Sequence[ReplaySummary]) -> tuple[list[str], list[li
             ]
         )
     return header, rows
+
+
+def summary_text(header: Sequence[str], rows: Sequence[Sequence[str]], title: str) -> list[str]:
+    """:func:`summary_rows` as plain text for a pipe or a file (no box characters): the
+    title, then per placer its name and runs, and one ``  column  value`` line per column,
+    the titles aligned. At most 80 columns unless a cell alone is longer."""
+    width = max(len(h) for h in header[2:]) if len(header) > 2 else 0
+    out = [title]
+    for row in rows:
+        out.append("")
+        out.append(f"{row[0]} ({row[1]} {'run' if row[1] == '1' else 'runs'})")
+        out += [f"  {h.ljust(width)}  {c}" for h, c in zip(header[2:], row[2:], strict=True)]
+    return out
 
 
 def result_data(result: ReplayResult) -> dict[str, object]:

@@ -31,6 +31,7 @@ __all__ = [
     "OutputFile",
     "Seconds",
     "UserError",
+    "counted",
     "echo_warnings",
     "emit_instance",
     "guard_output",
@@ -90,6 +91,11 @@ def user_errors(*, counted: bool = True) -> Iterator[None]:
         raise UserError.of(err, counted=counted) from None
     except KubeInputError as err:
         raise UserError([str(err)]) from None
+
+
+def counted(n: int, word: str) -> str:
+    """``1 node``, ``3 nodes``, ``1 pending gang``, ``2 GPUs`` (the last word takes ``s``)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def echo_warnings(warnings: Iterable[str]) -> None:

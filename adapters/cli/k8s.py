@@ -15,6 +15,7 @@ files (:func:`~gangplan.adapters.cli.common.guard_output`).
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from click.core import ParameterSource
 from gangplan.adapters.cli.common import (
     OUTPUT,
     UserError,
+    counted,
     echo_warnings,
     guard_output,
     problems_found,
@@ -169,8 +171,9 @@ def k8s(
         ]
         if bad:
             raise UserError(map(str, bad), problems_found(len(bad)))
-    echo_warnings(result.warnings())
-    for line in result.summary.lines(details=-1 if verbose else 3):
+    for w in result.warnings():  # at 80 columns, as the summary under them
+        click.echo(textwrap.fill(f"warning: {w}", 80, subsequent_indent="  "), err=True)
+    for line in result.summary.lines(details=-1 if verbose else 3, width=80):
         click.echo(line, err=True)
     if not sum(result.summary.read.values()):
         skipped = len(result.summary.skipped)
@@ -183,19 +186,44 @@ def k8s(
             else f"not one object could be converted ({skipped} not read, listed above)"
         )
         raise UserError([f"{', '.join(dump)}: nothing read: {why}; no instance written"])
+    if not (snap.nodes or snap.gangs or snap.running or snap.queues):
+        n = sum(result.summary.read.values())
+        raise UserError(
+            [
+                f"{', '.join(dump)}: nothing left: the {n} object{'s' if n != 1 else ''} read "
+                "gave no node, queue, gang or running pod (why is listed above); "
+                "no instance written"
+            ]
+        )
     fmt = "json" if output is not None and output.suffix.lower() == ".json" else "yaml"
     text = dump_data(instance_from_snapshot(snap), fmt)
     gpus = sum(n.allocatable.get(snap.gpu, 0) for n in snap.nodes) // 1000
-    counts = (
-        f"{len(snap.nodes)} nodes, {gpus} GPUs, {len(snap.levels)} levels, "
-        f"{len(snap.queues)} queues, "
-        f"{len(snap.gangs)} pending gangs ({sum(g.size for g in snap.gangs)} pods), "
-        f"{len(snap.running)} running pods"
-    )
+    counts = [
+        counted(len(snap.nodes), "node"),
+        counted(gpus, "GPU"),
+        counted(len(snap.levels), "level"),
+        counted(len(snap.queues), "queue"),
+        f"{counted(len(snap.gangs), 'pending gang')} "
+        f"({counted(sum(g.size for g in snap.gangs), 'pod')})",
+        counted(len(snap.running), "running pod"),
+    ]
     if output is None:
         click.echo(text, nl=False)
-        click.echo(f"instance: {counts}", err=True)
+        click.echo(_fill("instance:", counts), err=True)
     else:
         with user_errors(counted=False):
             write_output(output, text)
-        click.echo(f"wrote {output}: {counts}", err=True)
+        click.echo(_fill(f"wrote {output}:", counts), err=True)
+
+
+def _fill(head: str, parts: list[str], width: int = 80) -> str:
+    """``head`` and ``parts`` joined by ``, ``, wrapped at ``width`` between parts only
+    (continuation lines indented 2)."""
+    lines = [head]
+    for i, part in enumerate(parts):
+        piece = part + ("," if i < len(parts) - 1 else "")
+        if len(lines[-1]) + 1 + len(piece) > width and lines[-1].strip():
+            lines.append("  " + piece)
+        else:
+            lines[-1] += " " + piece
+    return "\n".join(lines)

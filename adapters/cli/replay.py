@@ -24,6 +24,7 @@ from gangplan.adapters.bench.replay import (
     run_line,
     summarize,
     summary_rows,
+    summary_text,
     write_plot,
 )
 from gangplan.adapters.cli.common import SECONDS, Finite, guard_output, main, user_errors
@@ -189,14 +190,17 @@ def alibaba(
             results.append(r)
             click.echo(run_line(r), err=True)
     header, rows = summary_rows(summarize(results))
-    table = Table(title=f"{pods_csv.name} on {nodes_csv.name}: GPUs allocated (mean ± std)")
-    for h in header:
-        table.add_column(h)
-    for row in rows:
-        table.add_row(*row)
-    # as wide as the table needs when piped (a row per placer, read by scripts and people)
-    wide = None if sys.stdout.isatty() else 200
-    Console(highlight=False, markup=False, emoji=False, width=wide).print(table)
+    title = f"{pods_csv.name} on {nodes_csv.name}: GPUs allocated (mean ± std)"
+    if sys.stdout.isatty():
+        table = Table(title=title)
+        for h in header:
+            table.add_column(h)
+        for row in rows:
+            table.add_row(*row)
+        Console(highlight=False, markup=False, emoji=False).print(table)
+    else:  # piped: plain lines at 80 columns, a block per placer (--json for programs)
+        for line in summary_text(header, rows, title):
+            click.echo(line)
     with user_errors(counted=False):
         if json_out is not None:
             write_output(json_out, json.dumps([result_data(r) for r in results], indent=1) + "\n")

@@ -43,8 +43,31 @@ def _setup(
     try:
         client = load_client(str(kubeconfig) if kubeconfig else None, context)
     except ApiError as err:
-        raise UserError([f"cannot configure the Kubernetes client: {err.message}"]) from None
+        hint = (
+            ""
+            if kubeconfig
+            else " (no --kubeconfig given, no file at $KUBECONFIG or ~/.kube/config, and not "
+            "in a pod with a service account: give --kubeconfig FILE, set KUBECONFIG, or run "
+            "in the cluster)"
+        )
+        raise UserError([f"cannot configure the Kubernetes client: {err.message}{hint}"]) from None
+    # urllib3 logs each retry of a refused connection as a warning: one error line instead
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     return cfg, OfficialApi(client, field_manager=cfg.scheduler_name)
+
+
+def _not_synced(api: KubeApi, err: Exception) -> UserError:
+    """``error: cannot reach the API server URL (why)`` for a connection that failed, else
+    one line per kind that could not be listed."""
+    from gangplan.adapters.serve.run import NotSynced
+
+    errors = err.errors if isinstance(err, NotSynced) else []
+    host = getattr(api, "host", "") or "(unknown address)"
+    down = [e for _, e in errors if e.status == 0]
+    if down or not errors:
+        why = f" ({down[0].message})" if down and down[0].message else ""
+        return UserError([f"cannot reach the API server {host}{why}"])
+    return UserError([f"cannot list {key} from the API server {host}: {e}" for key, e in errors])
 
 
 def _print_requests(requests: list[dict[str, Any]]) -> None:
@@ -92,6 +115,8 @@ def serve(
             loop = run.serve(api, cfg, once=once, cycles=cycles, emit=emit)
         except KubeInputError as err:
             raise UserError([str(err)]) from None
+        except run.NotSynced as err:
+            raise _not_synced(api, err) from None
     report = loop.last
     if cfg.dry_run:
         _print_requests(loop.applier.requests)
@@ -136,6 +161,8 @@ def apply(
         loop, report = run.apply_plan(api, cfg, p)
     except run.PlanRefused as err:
         raise UserError([f"{plan}: {line}" for line in err.lines]) from None
+    except run.NotSynced as err:
+        raise _not_synced(api, err) from None
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     if cfg.dry_run:

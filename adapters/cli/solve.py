@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from gangplan.adapters.cli.common import (
     OUTPUT,
     SECONDS,
     UserError,
+    counted,
     echo_warnings,
     guard_output,
     main,
@@ -37,11 +39,18 @@ def validate(instance: Path | None) -> None:
     snapshot, warnings = load_snapshot(instance)
     echo_warnings(warnings)
     gpus = sum(n.allocatable.get(snapshot.gpu, 0) for n in snapshot.nodes) // 1000
-    click.echo(
-        f"{instance or 'default instance'}: valid — {len(snapshot.nodes)} nodes, {gpus} GPUs, "
-        f"{len(snapshot.queues)} queues, {len(snapshot.gangs)} pending gangs, "
-        f"{len(snapshot.running)} running pods, {len(warnings)} warnings"
+    counts = ", ".join(
+        counted(n, w)
+        for n, w in (
+            (len(snapshot.nodes), "node"),
+            (gpus, "GPU"),
+            (len(snapshot.queues), "queue"),
+            (len(snapshot.gangs), "pending gang"),
+            (len(snapshot.running), "running pod"),
+            (len(warnings), "warning"),
+        )
     )
+    click.echo(f"{instance or 'default instance'}: valid — {counts}")
 
 
 @main.command()
@@ -284,9 +293,10 @@ def withheld_warnings(withheld: list[Withheld], examples: int = 5) -> list[str]:
 def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
     """Check PLAN against every hard constraint of INSTANCE (default: the embedded default
     instance); print the violations and the score (exit 1 if any violation)."""
-    from gangplan.adapters.render import score_lines
+    from gangplan.adapters.render import evicted_by_class, score_lines
     from gangplan.solver.score import score
     from gangplan.solver.verify import verify as run_verify
+    from gangplan.topology import build_topology
 
     if len(paths) not in (1, 2):
         raise click.UsageError(f"expected [INSTANCE] PLAN, got {len(paths)} paths")
@@ -310,10 +320,33 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
     else:
         for v in violations:
             click.echo(f"violation: {v}")
+        hint = _foreign_plan_hint(snapshot, p, instance)
+        if hint:
+            click.echo(textwrap.fill(hint, 80, subsequent_indent="  "))
         click.echo("score (higher is better; each line counts only where the ones above tie):")
-        for line in score_lines(sc.entries):
+        lowest = build_topology(snapshot).leaf_level or "leaf"
+        evicted = evicted_by_class(snapshot, p)
+        for line in score_lines(sc.entries, evicted=evicted, lowest_level=lowest):
             click.echo(f"  {line}")
     if violations:
         raise UserError([], f"{len(violations)} violations")
     if fmt == "text":
         click.echo(f"plan is valid for {instance or 'the default instance'}")
+
+
+def _foreign_plan_hint(snapshot: Snapshot, plan: Plan, instance: Path | None) -> str:
+    """One line when most of the plan's gangs and nodes are unknown to the instance: the
+    plan was made for another one (e.g. verify PLAN alone checks the default instance)."""
+    gangs = {p.gang_key for p in plan.pods} | {o.key for o in plan.gangs}
+    nodes = {p.node for p in plan.pods}
+    names = len(gangs) + len(nodes)
+    unknown = sum(1 for g in gangs if g not in snapshot.gang_by_key) + sum(
+        1 for n in nodes if n not in snapshot.node_by_name
+    )
+    if not names or 2 * unknown <= names:
+        return ""
+    which = f"instance {instance}" if instance is not None else "the default instance"
+    return (
+        f"note: {unknown} of the plan's {names} gangs and nodes are unknown to {which}: the "
+        "plan does not seem to be for it; give its instance first: gangplan verify INSTANCE PLAN"
+    )

@@ -88,14 +88,25 @@ class KubeRead:
     summary: ReadSummary
 
     def warnings(self) -> list[str]:
-        """The YAML reader's warning (PyYAML without libyaml), the snapshot's warnings, and
+        """The YAML reader's warning (PyYAML without libyaml), the snapshot's warnings (no
+        node while gangs wait among them), no node at all beside queues or running pods, and
         what would stop gangs from being placed that an option can fix (joint allocation with
         no device layout: ``--device-layout``)."""
         slow = yaml_input.loader_warning()
+        s = self.snapshot
+        bare = (
+            [
+                "the dump has no Node: the instance has no nodes "
+                "(a dump without `kubectl get nodes`?)"
+            ]
+            if not s.nodes and not s.gangs and (s.queues or s.running)
+            else []
+        )
         return [
             *([slow] if slow else []),
-            *self.snapshot.warnings(),
-            *joint_without_layout(self.snapshot),
+            *s.warnings(),
+            *bare,
+            *joint_without_layout(s),
         ]
 
 

@@ -19,6 +19,7 @@ specifics (field path, value, what is accepted) are in ``detail``.
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -155,25 +156,45 @@ class ReadSummary:
     def notes_of(self, kind: str, reason: str | None = None) -> list[Entry]:
         return [e for e in self.notes if e.kind == kind and (reason is None or e.reason == reason)]
 
-    def lines(self, *, details: int = 3) -> list[str]:
+    def lines(self, *, details: int = 3, width: int = 0) -> list[str]:
         """Human-readable report: counts by kind and reason, up to ``details`` examples each
-        (``details < 0``: all)."""
+        (``details < 0``: all). ``width`` > 0: each entry word-wrapped to that many columns,
+        its continuation lines indented under it (a path longer than the width runs past it,
+        whole). Documents that are no object (kind ``-``) are counted as documents."""
         out: list[str] = []
+
+        def add(text: str, hanging: int) -> None:
+            if width <= 0 or len(text) <= width:
+                out.append(text)
+                return
+            indent = len(text) - len(text.lstrip(" "))
+            out.extend(
+                textwrap.wrap(
+                    text.lstrip(" "),
+                    width=max(width, hanging + 20),
+                    initial_indent=" " * indent,
+                    subsequent_indent=" " * hanging,
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
+
         read = ", ".join(f"{n} {k}" for k, n in sorted(self.read.items()))
-        out.append(f"read: {read or 'nothing'}")
+        add(f"read: {read or 'nothing'}", 6)
         for title, entries in (("not read", self.skipped), ("notes", self.notes)):
             if not entries:
                 continue
             out.append(f"{title}: {len(entries)}")
             groups = self.by_kind_and_reason(entries)
             for (kind, reason), n in sorted(groups.items()):
-                out.append(f"  {n:>5} {kind}: {reason}")
+                what = f"document{'s' if n != 1 else ''}" if kind == "-" else kind
+                add(f"  {n:>5} {what}: {reason}", 8)
                 examples = [e for e in entries if e.kind == kind and e.reason == reason]
                 shown = examples if details < 0 else examples[:details]
                 for e in shown:
                     who = f" {e.name}" if e.name else ""
                     tail = f": {e.detail}" if e.detail else ""
-                    out.append(f"          {e.source}{who}{tail}")
+                    add(f"          {e.source}{who}{tail}", 12)
                 if len(shown) < len(examples):
                     out.append(f"          ... and {len(examples) - len(shown)} more")
         return out

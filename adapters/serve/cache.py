@@ -67,6 +67,8 @@ class Informer:
     resource_version: str | None = None
     served: bool = True
     stats: InformerStats = field(default_factory=InformerStats)
+    list_error: ApiError | None = None
+    """why the last list failed (None once a list succeeds, or for an unserved kind)"""
     _unserved_since: float = 0.0
 
     @property
@@ -126,8 +128,11 @@ class Informer:
             if err.status in (403, 404):
                 self.served = False
                 self._unserved_since = self.clock.now()
+            else:
+                self.list_error = err
             return 0
         self.stats.lists += 1
+        self.list_error = None
         new = {obj_key(o): o for o in listing.items}
         with self.lock:
             for key in [k for k in self.objects if k not in new]:
@@ -201,6 +206,14 @@ class Cache:
     @property
     def synced(self) -> bool:
         return all(inf.synced for inf in self)
+
+    def list_errors(self) -> list[tuple[str, ApiError]]:
+        """``(kind key, error)`` of every informer not synced because its list failed."""
+        return [
+            (inf.kind.key, inf.list_error)
+            for inf in self
+            if inf.list_error is not None and not inf.synced
+        ]
 
     def pump(self) -> int:
         """One step of every informer in this thread (watches return what is there now)."""

@@ -71,7 +71,22 @@ def _error(err: Exception) -> ApiError:
             except ValueError:
                 retry = None
         return ApiError(status, reason, message, retry_after=retry)
-    return ApiError(0, type(err).__name__, str(err)[:300])
+    return ApiError(0, type(err).__name__, _cause(err)[:300])
+
+
+def _cause(err: BaseException) -> str:
+    """The innermost reason of a connection failure, without urllib3's wrapping: urllib3's
+    ``MaxRetryError`` carries its cause as ``reason``, whose text starts with the connection
+    object (``HTTPSConnection(host=..., port=...): Failed to ...``)."""
+    inner: object = err
+    for _ in range(5):
+        nxt = getattr(inner, "reason", None)
+        if not isinstance(nxt, BaseException):
+            break
+        inner = nxt
+    text = str(inner)
+    head, sep, tail = text.partition("): ")
+    return tail if sep and "(" in head else text
 
 
 def _read(resp: Any) -> Obj:
@@ -101,6 +116,11 @@ class OfficialApi:
         self.custom = client.CustomObjectsApi(api_client)
         self.field_manager = field_manager
         self.timeout = request_timeout_s
+
+    @property
+    def host(self) -> str:
+        """The API server's URL (``https://10.0.0.1:6443``), as the configuration gives it."""
+        return str(getattr(self._client.configuration, "host", "") or "")
 
     # ------------------------------------------------------------------ reads
 

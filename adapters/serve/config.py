@@ -3,7 +3,8 @@
 Every field has a default, so an empty file is a valid configuration (gate mode, a cycle
 every 2 s). Unknown fields are errors (a typo is not silently ignored), and a bad value is
 reported with the file, the field's path and what is accepted, e.g.
-``serve.yaml: mode: Input should be 'gate' or 'bind' (got 'bnd')``.
+``serve.yaml: mode: is 'bnd' (accepted: 'gate', 'bind')``. A ConfigMap (``kind:
+ConfigMap``, as ``deploy/configmap.yaml``) is read too: its ``data.serve.yaml``.
 
 Durations are seconds. The fields (the defaults in ``deploy/configmap.yaml`` and
 ``docs/serve.md`` are these):
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -193,21 +194,74 @@ def load_config(path: str | Path | None) -> ServeConfig:
         raise ConfigError([f"{p}: {where}not YAML: {what}"]) from None
     if not isinstance(data, dict):
         raise ConfigError([f"{p}: the configuration must be a mapping of fields"])
+    where = f"{p}"
+    if data.get("kind") == "ConfigMap" and "apiVersion" in data:
+        data, where = _from_config_map(data, p), f"{p}: data.{CONFIG_KEY}"
     try:
         return ServeConfig.model_validate(data)
     except ValidationError as err:
-        lines = []
-        for e in err.errors():
-            loc = ".".join(str(x) for x in e["loc"]) or "(top)"
-            msg = e["msg"].removeprefix("Value error, ")
-            if e["type"] == "extra_forbidden":
-                msg = f"not a field (fields: {', '.join(ServeConfig.model_fields)})"
-            elif e["type"] == "finite_number":
-                msg = f"{e['input']!r} is not a number of seconds; {_accepted(e['loc'])}"
-            elif "input" in e and e["type"] != "missing" and not isinstance(e["input"], dict):
-                msg += f" (got {e['input']!r})"
-            lines.append(f"{p}: {loc}: {msg}")
-        raise ConfigError(lines) from None
+        raise ConfigError([f"{where}: {_problem(e)}" for e in err.errors()]) from None
+
+
+CONFIG_KEY = "serve.yaml"
+"""The key of the configuration in a ConfigMap (``deploy/configmap.yaml``)."""
+
+
+def _from_config_map(cm: dict[str, Any], p: Path) -> dict[str, Any]:
+    """The configuration a ConfigMap holds under ``data.serve.yaml`` (as mounted in the
+    pod), so ``--config deploy/configmap.yaml`` reads what the Deployment reads."""
+    text = (cm.get("data") or {}).get(CONFIG_KEY)
+    if not isinstance(text, str):
+        keys = ", ".join(map(str, (cm.get("data") or {}))) or "none"
+        raise ConfigError([f"{p}: a ConfigMap without data.{CONFIG_KEY} (its data keys: {keys})"])
+    try:
+        data = yaml_input.load(text) or {}
+    except yaml.YAMLError as err:
+        what = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError([f"{p}: data.{CONFIG_KEY}: not YAML: {what}"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([f"{p}: data.{CONFIG_KEY}: the configuration must be a mapping"])
+    return data
+
+
+_BOUNDS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+
+
+def _problem(e: Any) -> str:
+    """One pydantic error in the house style: ``FIELD: is VALUE (accepted: ...)``."""
+    loc = ".".join(str(x) for x in e["loc"]) or "(top)"
+    kind, ctx = e["type"], e.get("ctx") or {}
+    got = f"is {e['input']!r}" if "input" in e else "is wrong"
+    if kind == "extra_forbidden":
+        return f"{loc}: not a field (accepted: {', '.join(ServeConfig.model_fields)})"
+    if kind == "missing":
+        return f"{loc}: required field is missing"
+    if kind == "finite_number":
+        return f"{loc}: {e['input']!r} is not a number of seconds; {_accepted(e['loc'])}"
+    if kind == "literal_error":
+        return f"{loc}: {got} (accepted: {ctx.get('expected', '')})".replace(" or ", ", ")
+    bound = next((k for k in _BOUNDS if k in ctx), None)
+    if bound is not None:
+        limit = ctx[bound]
+        shown = f"{limit:g}" if isinstance(limit, float) else str(limit)
+        return f"{loc}: {got} (accepted: a number {_BOUNDS[bound]} {shown})"
+    simple = {
+        "float_parsing": "a number",
+        "float_type": "a number",
+        "int_parsing": "a whole number",
+        "int_type": "a whole number",
+        "int_from_float": "a whole number",
+        "bool_parsing": "true or false",
+        "bool_type": "true or false",
+        "string_type": "a string",
+        "list_type": "a list",
+        "dict_type": "a mapping",
+        "model_type": "a mapping",
+    }
+    if kind in simple:
+        return f"{loc}: {got} (accepted: {simple[kind]})"
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {msg}" + (f" (got {e['input']!r})" if "input" in e else "")
 
 
 def _accepted(loc: tuple[int | str, ...]) -> str:

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from gangplan.adapters.kube.options import KubeOptions
-from gangplan.adapters.serve.api import KINDS, Kind, KubeApi
+from gangplan.adapters.serve.api import KINDS, ApiError, Kind, KubeApi
 from gangplan.adapters.serve.apply import Applier
 from gangplan.adapters.serve.cache import Cache, ObjKey
 from gangplan.adapters.serve.clock import Clock, SystemClock
@@ -230,6 +230,7 @@ class ServeLoop:
         if not leading or not self.cache.synced:
             self.recovered = False
             report.status = "follower" if not leading else "syncing"
+            report.notes.extend(_list_notes(self.cache.list_errors()))
             return self._finish(report, t0)
         with self.cache.locked():
             if not self.recovered:
@@ -580,3 +581,18 @@ class ServeLoop:
     def ready(self) -> bool:
         """Synced with the cluster (``/readyz``)."""
         return self.cache.synced
+
+
+def _list_notes(errors: list[tuple[str, ApiError]]) -> list[str]:
+    """One readable note per distinct list failure of a cycle that waits for the cache:
+    ``cannot reach the API server (why); 13 kinds not listed; retrying``."""
+    by: dict[str, list[str]] = {}
+    for key, err in errors:
+        text = err.message or err.reason
+        head = "cannot reach the API server" if err.status == 0 else f"cannot list ({err.status})"
+        by.setdefault(f"{head}: {text}", []).append(key)
+    out = []
+    for head, keys in by.items():
+        what = keys[0] if len(keys) == 1 else f"{keys[0]} and {len(keys) - 1} more kinds"
+        out.append(f"{head}; {what} not listed; retrying")
+    return out

@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from gangplan.adapters.serve.api import KubeApi
+from gangplan.adapters.serve.api import ApiError, KubeApi
 from gangplan.adapters.serve.clock import Clock, SystemClock
 from gangplan.adapters.serve.config import ServeConfig
 from gangplan.adapters.serve.leader import LeaseElector
@@ -29,7 +29,7 @@ from gangplan.models import Plan
 from gangplan.solver.result import assemble_plan
 from gangplan.solver.verify import check_outcomes, verify
 
-__all__ = ["PlanRefused", "apply_plan", "make_loop", "serve", "start_http"]
+__all__ = ["NotSynced", "PlanRefused", "apply_plan", "make_loop", "serve", "start_http"]
 
 
 class PlanRefused(Exception):
@@ -38,6 +38,20 @@ class PlanRefused(Exception):
     def __init__(self, lines: list[str]):
         self.lines = lines
         super().__init__("\n".join(lines))
+
+
+class NotSynced(Exception):
+    """A run that needs the cluster now (``--once``, ``apply``) could not list every
+    watched kind: ``errors`` gives ``(kind key, ApiError)`` of each list that failed."""
+
+    def __init__(self, errors: list[tuple[str, ApiError]]):
+        self.errors = errors
+        super().__init__("; ".join(f"{key}: {err}" for key, err in errors) or "not synced")
+
+
+def _require_synced(loop: ServeLoop) -> None:
+    if not loop.cache.synced:
+        raise NotSynced(loop.cache.list_errors())
 
 
 def make_loop(
@@ -110,7 +124,13 @@ def serve(
     should_stop: Callable[[], bool] | None = None,
 ) -> ServeLoop:
     """Run the loop: one cycle (``once``: list, plan, apply, exit), ``cycles`` cycles, or
-    until ``should_stop()``. Returns the loop (its last report, the applier's requests)."""
+    until ``should_stop()``. Returns the loop (its last report, the applier's requests).
+
+    Raises:
+        NotSynced: ``once`` and a watched kind could not be listed (an API server that
+            cannot be reached, a 401); a long run keeps retrying instead (each cycle's
+            notes say why it waits, and ``/readyz`` answers 503 meanwhile).
+    """
     loop = make_loop(api, config, once=once, emit=emit)
     stop, restore = _stop_on_sigterm(should_stop)
     server = None
@@ -119,6 +139,7 @@ def serve(
     try:
         if once:
             loop.cycle()
+            _require_synced(loop)
             return loop
         loop.cache.start()
         loop.threaded = True
@@ -163,6 +184,7 @@ def apply_plan(api: KubeApi, config: ServeConfig, plan: Plan) -> tuple[ServeLoop
     notes); the plan's pods of those gangs must pass the verifier against the live snapshot.
 
     Raises:
+        NotSynced: a watched kind could not be listed (nothing is sent then).
         PlanRefused: the plan's own inconsistencies (:func:`check_outcomes
             <gangplan.solver.verify.check_outcomes>`: e.g. a pending gang with pods, pods
             without an outcome), or the verifier's violations on the live snapshot (nothing
@@ -173,6 +195,7 @@ def apply_plan(api: KubeApi, config: ServeConfig, plan: Plan) -> tuple[ServeLoop
         raise PlanRefused([f"the plan contradicts itself: {v}" for v in own])
     loop = make_loop(api, config, once=True)
     loop.cache.pump()
+    _require_synced(loop)
     now = loop.clock.now()
     report = CycleReport(1, True, at=now)
     with loop.cache.locked():

@@ -374,10 +374,14 @@ class Converted:
             sum(r.count * r.requests.get(s.gpu, 0) for g in s.gangs for r in g.roles) / GPU_MILLI
         )
         running = sum(p.requests.get(s.gpu, 0) for p in s.running) / GPU_MILLI
+
+        def n(k: float, word: str) -> str:
+            return f"{k:g} {word}" if k == 1 else f"{k:g} {word}s"
+
         return (
-            f"{len(s.nodes)} nodes, {gpus:g} GPUs, {len(s.queues)} queues, "
-            f"{len(s.gangs)} pending gangs asking {pending:g} GPUs, "
-            f"{len(s.running)} running pods holding {running:g} GPUs"
+            f"{n(len(s.nodes), 'node')}, {n(gpus, 'GPU')}, {n(len(s.queues), 'queue')}, "
+            f"{n(len(s.gangs), 'pending gang')} asking {n(pending, 'GPU')}, "
+            f"{n(len(s.running), 'running pod')} holding {n(running, 'GPU')}"
         )
 
 

@@ -109,17 +109,59 @@ def test_the_view_fits_80_columns_with_the_reason_under_its_row(
         "      largest free leaf (spine-0/leaf-2) holds 3 of them (running pods hold the",
     ]
     assert lines[5] == "      rest)"
+    # no levels: no column of domains spanned (it showed "leaves 1")
     assert lines[7:10] == [
         "admitted gangs: 1",
-        "  gang                          queue  prio  pods  GPUs  nodes  leaves",
-        "  a-rather-long-gang-name-0001  qa        0   2/2     4      1       1",
+        "  gang                          queue  prio  pods  GPUs  nodes",
+        "  a-rather-long-gang-name-0001  qa        0   2/2     4      1",
     ]
-    # the summary: 4 of the 8 GPUs asked placed; 8 free before the plan; gang a spans one
-    # leaf (no levels: the cluster is one)
+    # the summary: 4 of the 8 GPUs asked placed; 8 free before the plan; no levels, so no
+    # mean of domains spanned
     at = next(i for i, t in enumerate(lines) if t.startswith("gangs admitted"))
-    assert " ".join(lines[at : at + 2]) == (
-        "gangs admitted 1 of 2; GPUs placed 4 of 8 asked (8 free before the plan); mean "
-        "leaves spanned by multi-pod gangs 1.00"
+    assert lines[at] == "gangs admitted 1 of 2; GPUs placed 4 of 8 asked (8 free before the plan)"
+
+
+def test_domains_spanned_are_named_for_the_lowest_level_and_count_nodes_outside() -> None:
+    """levels: [rack] only; r1 holds n1 and n2, n3 is in no rack. Gang a (3 x 1 GPU) on n1,
+    n2, n3 spans 1 rack plus 1 node in none: the cell says 1+1, and the mean counts that
+    node as one more: 2.00."""
+    snap = Snapshot.model_validate(
+        {
+            "levels": [{"name": "rack"}],
+            "nodes": [
+                {"name": "n1", "domains": {"rack": "r1"}, "allocatable": {"nvidia.com/gpu": 1}},
+                {"name": "n2", "domains": {"rack": "r1"}, "allocatable": {"nvidia.com/gpu": 1}},
+                {"name": "n3", "allocatable": {"nvidia.com/gpu": 1}},
+            ],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "a",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 3, "requests": {"nvidia.com/gpu": 1}}],
+                }
+            ],
+        }
+    )
+    plan = Plan(
+        gangs=(GangOutcome(gang="a", admitted=True, placed=3, roles={"w": 3}),),
+        pods=tuple(
+            PodPlacement(pod=f"a-w-{i}", gang="a", role="w", node=f"n{i + 1}", gpus=("gpu-0",))
+            for i in range(3)
+        ),
+    )
+    assert verify(snap, plan) == []
+    lines = _text(plan_lines(snap, plan, 80))
+    at = lines.index("admitted gangs: 1")
+    assert lines[at + 1 : at + 4] == [
+        "  gang  queue  prio  pods  GPUs  nodes  racks",
+        "  a     q         0   3/3     3      3    1+1",
+        "  (+N: N nodes in no rack)",
+    ]
+    at = next(i for i, t in enumerate(lines) if t.startswith("gangs admitted"))
+    assert " ".join(lines[at : at + 3]).startswith(
+        "gangs admitted 1 of 1; GPUs placed 3 of 3 asked (3 free before the plan); mean "
+        "racks spanned by multi-pod gangs 2.00 (a node in no rack counts as one)"
     )
 
 
@@ -130,14 +172,60 @@ def test_names_are_never_broken_even_when_the_width_is_too_small(
     lines = _text(plan_lines(snap, plan, 30))
     # the gang name is whole on its row, though the row is wider than 30 columns
     assert any("a-rather-long-gang-name-0001" in t for t in lines)
-    # the reason's words are each whole: joined again, the lines give the message back
-    start = lines.index("  b     qa        0   0/1           4  lost") + 1
+    # the reason's words are each whole: joined again, the lines give the message back,
+    # headed by its kind (the table is too wide for a column of its own)
+    start = lines.index("  b     qa        0   0/1           4") + 1
     reason = []
     for t in lines[start:]:
         if not t.startswith("      "):
             break
         reason.append(t.strip())
-    assert " ".join(reason) == LONG
+    assert " ".join(reason) == f"lost: {LONG}"
+
+
+def test_long_gang_and_queue_names_still_fit_80_columns(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    """A gang name of 29 characters and a queue name of 20 (Kueue's samples): the pending
+    table would be 2 + 29 + 2 + 20 + 2 + 4 + 2 + 4 + 2 + 10 + 2 + 11 = 90 columns with its
+    'why pending' column, so the kind heads the reason instead; the queue table's titles
+    are short enough for its last column at 2 + 20 + 2 + 7 + 2 + 6 + 2 + 5 + 2 + 19 = 67."""
+    gang = "sample-job-partial-admission1"
+    queue = "worker-cluster-queue"
+    snap = snapshot_of(
+        nodes=[gpu_node("n1", gpus=1)],
+        queues=[{"name": queue}],
+        gangs=[
+            {
+                "name": gang,
+                "queue": queue,
+                "roles": [{"name": "w", "count": 1, "requests": {GPU: 2}}],
+            }
+        ],
+    )
+    plan = Plan(
+        gangs=(
+            GangOutcome(
+                gang=gang,
+                admitted=False,
+                reason=PendingReason(
+                    kind="never_fits", message="needs 2 GPUs on one node; the largest node has 1"
+                ),
+            ),
+        )
+    )
+    lines = _text(plan_lines(snap, plan, 80))
+    assert all(len(t) <= 80 for t in lines), [t for t in lines if len(t) > 80]
+    assert lines[1:4] == [
+        "  gang                           queue                 prio  pods  GPUs asked",
+        f"  {gang}  {queue}     0   0/1           2",
+        "      never fits: needs 2 GPUs on one node; the largest node has 1",
+    ]
+    at = lines.index("  queue                 running  placed  share  fair target (class)")
+    assert lines[at - 2 : at] == [
+        "queues: GPUs running and placed, dominant share after the plan, and fair target",
+        "  per priority class",
+    ]
 
 
 def test_at_scale_rows_are_capped_and_single_pod_gangs_counted(
@@ -276,8 +364,9 @@ def test_feasible_says_what_is_not_proven_in_what_time() -> None:
     line = status_line(_summary("feasible", tiers=tiers), 10)
     # 3 entries optimised (the constant one is not), 2 of them not proven optimal
     assert line == (
-        "placer cpsat: status feasible — 2 of 3 score entries not proven optimal in 10 s "
-        "(locality.leaf, fragmentation.fgd); throughput gap 0.00%; 1.50 s"
+        "placer cpsat: status feasible — 2 of 3 score entries not proven optimal within the "
+        "cycle's 10 s limit (locality.leaf, fragmentation.fgd); GPUs admitted: gap to the "
+        "bound 0.00%; 1.50 s"
     )
 
 
@@ -286,7 +375,10 @@ def test_baseline_incumbent_and_fallback_say_whose_plan_is_returned() -> None:
         "placer greedy: a baseline (no optimisation, no bounds); 1.50 s"
     )
     line = status_line(_summary("incumbent", placer="cpsat (incumbent: fgd)"), 5)
-    assert "CP-SAT found no plan better than the fgd plan in 5 s, which is returned" in line
+    assert (
+        "CP-SAT found no plan better than the fgd plan within the cycle's 5 s limit, which is "
+        "returned" in line
+    )
     line = status_line(_summary("fallback", placer="cpsat (incumbent: greedy)"), 5)
     assert "the greedy plan is returned" in line and "optimal" not in line
 
@@ -325,12 +417,34 @@ def test_the_score_in_a_persons_units() -> None:
         ("stability", -3),
     )
     assert score_lines(entries) == [
-        "priority 10: fair-share shortfall 25.8% (weighted), weight-0 queues 5.0%; "
-        "admitted 12.5 GPUs, 1 pod",
+        "priority 10: fair-share shortfall 25.8, weight-0 queues 5.0; admitted 12.5 GPUs, 1 pod",
         "locality: extra domains of multi-pod gangs: preferred 1, leaf 4, node 14",
         "fragmentation: 1 GPU node and 2 leaves partly used",
         "stability: 3 pods moved from the previous plan",
+        "(fair-share shortfall: the sum over a class's queues of weight x percentage",
+        " points of dominant share below the queue's fair target, so it may pass 100)",
     ]
+    # the lowest level's own name: racks, not leaves
+    assert score_lines(entries, lowest_level="rack")[2] == (
+        "fragmentation: 1 GPU node and 2 racks partly used"
+    )
+
+
+def test_the_score_shows_evictions_apart_from_admissions() -> None:
+    """Class 0 admits 4 GPUs in 2 pods and evicts 8 GPUs in 1 pod: the score counts the
+    difference (-4,000 milli-GPU, +1 pod); the line gives both parts."""
+    from gangplan.adapters.render import score_lines
+
+    entries = (
+        ("p0.fairness", 0),
+        ("p0.fairness_w0", 0),
+        ("p0.gpu_milli", 4_000 - 8_000),
+        ("p0.pods", 2 - 1),
+    )
+    lines = score_lines(entries, evicted={"p0": (8_000, 1)})
+    assert lines[0] == (
+        "priority 0: fair-share shortfall 0.0; admitted 4 GPUs, 2 pods; evicted 8 GPUs, 1 pod"
+    )
 
 
 def test_evicted_pods_leave_their_queue_s_share_after_the_plan() -> None:

@@ -564,3 +564,28 @@ def test_the_culprit_of_each_family(gang: dict[str, Any], family: str, message: 
         placer="greedy",
     )["g"]
     assert (r.kind, r.family, r.message) == ("never_fits", family, message)
+
+
+def test_a_gpu_share_is_said_in_gpus_as_the_table_shows_it() -> None:
+    # one node of 1 GPU; a gang of 3 pods of 500m: 1.5 GPUs, more than the cluster has.
+    # The reason says "0.5 GPU" (the solve table's "GPUs asked" says 1.5), not "500 milli-GPU"
+    reasons = _solve(
+        {
+            "nodes": [_node("a", 1)],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "g",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 3, "requests": {"nvidia.com/gpu": "500m"}}],
+                }
+            ],
+        }
+    )
+    kind, msg = reasons["g"]
+    assert kind == "never_fits"
+    # 1 GPU holds 2 shares of 500m
+    assert msg == (
+        "role 'w' needs 3 pods of 0.5 GPU; the empty nodes it may use have room for 2 "
+        "(nvidia.com/gpu runs out first)"
+    )

@@ -356,6 +356,19 @@ def test_cli_replay(hand: tuple[Path, Path], tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "topology-fit" in result.stdout and "70.00 ± 0.00" in result.stdout
+    # piped: plain lines within 80 columns, no box characters (it was a 145-column table)
+    lines = result.stdout.splitlines()
+    assert all(len(t) <= 80 for t in lines), [t for t in lines if len(t) > 80]
+    assert not set("─│┃━┏┓┗┛┡┩└┘") & set(result.stdout)
+    # greedy by hand (test_greedy_by_hand): 1,400 of 2,000 milli-GPU at 100% arrived and at
+    # the end, 600m (p3) left unplaced, p3 dropped; the same on both seeds
+    at = lines.index("greedy (2 runs)")
+    assert lines[at + 1 : at + 5] == [
+        "  allocated at 100% arrived  70.00 ± 0.00%",
+        "  allocated at the end       70.00 ± 0.00%",
+        "  unallocated GPUs           0.6 ± 0.0 GPUs",
+        "  dropped pods               1 ± 0 pods",
+    ]
     runs = json.loads(out.read_text())
     assert [(r["placer"], r["seed"]) for r in runs] == [
         ("topology-fit", 0),

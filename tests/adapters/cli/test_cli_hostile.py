@@ -158,8 +158,8 @@ def test_a_pod_of_a_billion_laughs_is_listed_and_the_rest_converts(
     assert done.returncode == 0, done.stderr
     assert (
         f"{dump}#0: not valid YAML at line 1 column 1: the document contains excessive aliasing"
-    ) in done.stderr
-    assert "wrote " in done.stderr and ": 1 nodes," in done.stderr
+    ) in " ".join(done.stderr.split())  # wrapped at 80 columns
+    assert "wrote " in done.stderr and ": 1 node," in " ".join(done.stderr.split())
 
 
 # --------------------------------------------------------------------------- input size
@@ -499,8 +499,8 @@ def test_a_duplicate_key_in_a_dump_drops_that_document(tmp_path: Path) -> None:
     assert (
         f"{dump}#0: not valid YAML at line 8 column 5: mapping key 'nvidia.com/gpu' already "
         "defined at line 6"
-    ) in result.stderr
-    assert f"wrote {out}: 1 nodes, 0 GPUs," in result.stderr  # n1, the next document
+    ) in " ".join(result.stderr.split())  # wrapped at 80 columns
+    assert f"wrote {out}: 1 node, 0 GPUs," in " ".join(result.stderr.split())  # n1, the next
 
 
 def test_a_json_dump_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
@@ -512,7 +512,7 @@ def test_a_json_dump_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     )
     result = run("convert", "k8s", str(dump))
     assert result.exit_code == 0, result.output
-    assert "instance: 1 nodes," in result.stderr
+    assert "instance: 1 node," in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -626,3 +626,64 @@ def test_a_date_or_boolean_key_is_named_as_written_with_a_hint(tmp_path: Path) -
         f"error: {f}: nodes[0].domains: key true: YAML reads it as a boolean, not a string; "
         "quote it as written (e.g. 'yes', 'on')"
     ) in errors
+
+
+DEVICE = """\
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Device
+metadata: {name: host04}
+spec:
+  devices:
+  - {type: gpu, minor: 0, health: true, resources: {nvidia.com/gpu: "1"}}
+"""
+
+
+def test_objects_read_but_all_dropped_are_an_error_and_write_nothing(tmp_path: Path) -> None:
+    # before: "read: 1 Device...", the Device dropped (its Node is not in the dump), then an
+    # instance of 0 nodes written and exit 0
+    dump = tmp_path / "d.yaml"
+    dump.write_text(DEVICE, encoding="utf-8")
+    out = tmp_path / "out.yaml"
+    result = run("convert", "k8s", str(dump), "-o", str(out))
+    assert assert_user_error(result) == [
+        f"error: {dump}: nothing read: not one object could be converted (1 not read, listed "
+        "above); no instance written"
+    ]
+    assert "no Node 'host04' in the dump" in result.stderr
+    assert not out.exists()
+
+
+def test_queues_without_nodes_are_written_with_a_warning(tmp_path: Path) -> None:
+    dump = tmp_path / "d.yaml"
+    dump.write_text(
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: team-a}\n"
+        "spec: {weight: 2}\n",
+        encoding="utf-8",
+    )
+    result = run("convert", "k8s", str(dump))
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: the dump has no Node: the instance has no nodes (a dump without "
+        "`kubectl get nodes`?)" in " ".join(result.stderr.split())
+    )
+
+
+def test_convert_s_summary_is_wrapped_at_80_columns(tmp_path: Path) -> None:
+    # before: "read: ..." on one line however many kinds, examples up to 262 columns, and
+    # "4 -: not a Kubernetes object" for documents that are no object
+    dump = tmp_path / "d.yaml"
+    kinds = [f"Kind{i:02d}" for i in range(12)]
+    docs = [f"apiVersion: example.com/v1\nkind: {k}\nmetadata: {{name: x}}\n" for k in kinds]
+    docs += ["just a string\n", "- a list\n"]
+    node = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {}\n"
+    dump.write_text("---\n".join([node, *docs]), encoding="utf-8")
+    result = run("convert", "k8s", str(dump))
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    # every line fits, or holds one word alone that is longer (a path is never broken)
+    assert [t for t in lines if len(t) > 80 and len(t.split()) > 1] == []
+    assert lines[0].startswith("read: 12 Kind00.example.com") is False  # not read: listed
+    read = [t for t in lines if t.startswith("read: ")]
+    assert read == ["read: 1 Node"]
+    assert "      2 documents: not a Kubernetes object" in lines
+    assert not any(" -: " in t for t in lines)

@@ -63,7 +63,7 @@ def test_validate_valid_file() -> None:
     result = run("validate", str(CASE_04))
     assert result.exit_code == 0, result.output
     assert result.stdout == (
-        f"{CASE_04}: valid — 3 nodes, 4 GPUs, 1 queues, 2 pending gangs, 0 running pods, "
+        f"{CASE_04}: valid — 3 nodes, 4 GPUs, 1 queue, 2 pending gangs, 0 running pods, "
         "0 warnings\n"
     )
 
@@ -93,7 +93,8 @@ def test_validate_json_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     (tmp_path / "i.json").write_text(json.dumps(data), encoding="utf-8")
     result = run("validate", "i.json")
     assert result.exit_code == 0, result.output
-    assert "i.json: valid — 1 nodes, 2 GPUs, 1 queues, 1 pending gangs" in result.stdout
+    # one of each: no plural (it said "1 nodes, 1 queues")
+    assert "i.json: valid — 1 node, 2 GPUs, 1 queue, 1 pending gang" in result.stdout
 
 
 # --------------------------------------------------------------------------- validate: invalid
@@ -490,11 +491,49 @@ def test_verify_accepts_good_plan(tmp_path: Path) -> None:
     # the 4 GPUs), all admitted: no shortfall; 4 GPUs and 3 pods; gang a spans 2 nodes
     # (1 extra), one leaf; every GPU node and the leaf fully used; no previous plan
     assert result.stdout.splitlines()[1:5] == [
-        "  priority 0: fair-share shortfall 0.0% (weighted); admitted 4 GPUs, 3 pods",
+        "  priority 0: fair-share shortfall 0.0; admitted 4 GPUs, 3 pods",
         "  locality: extra domains of multi-pod gangs: preferred 0, leaf 0, node 1",
         "  fragmentation: 0 GPU nodes and 0 leaves partly used",
         "  stability: 0 pods moved from the previous plan",
     ]
+
+
+CASE_11 = INSTANCES / "cases" / "11-preempt-idle-node.yaml"
+PLAN_11 = """\
+apiVersion: gangplan.io/v1alpha1
+kind: Plan
+gangs:
+  - {gang: h, admitted: true, placed: 2, roles: {worker: 2}}
+pods:
+  - pod: h-worker-0
+    gang: h
+    role: worker
+    node: n1
+    gpus: [gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7]
+  - pod: h-worker-1
+    gang: h
+    role: worker
+    node: n2
+    gpus: [gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7]
+evictions:
+  - {pod: l-0, gang: l, node: n2, for_gang: default/h, kind: priority}
+"""
+
+
+def test_verify_shows_evictions_as_evictions(tmp_path: Path) -> None:
+    """Case 11: h (2 x 8 GPUs, priority 100) on n1 and n2, l-0 (8 GPUs, priority 0) evicted
+    from n2. Class 100 admits 16 GPUs in 2 pods; class 0 admits nothing and loses 8 GPUs
+    in 1 pod (the score's -8,000 milli-GPU, -1 pod), printed as an eviction."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN_11, encoding="utf-8")
+    result = run("verify", str(CASE_11), str(plan))
+    assert result.exit_code == 0, result.output
+    assert "  priority 100: fair-share shortfall 0.0; admitted 16 GPUs, 2 pods" in result.stdout
+    assert (
+        "  priority 0: fair-share shortfall 0.0; admitted 0 GPUs, 0 pods; evicted 8 GPUs, 1 pod"
+        in result.stdout
+    )
+    assert "-8" not in result.stdout
 
 
 def test_verify_json_has_the_raw_score_tuple(tmp_path: Path) -> None:
@@ -567,3 +606,89 @@ def test_verify_bad_instance_stops_before_plan(
     write(tmp_path, "plan.yaml", GOOD_PLAN)
     lines = assert_user_error(run("verify", "i.yaml", "plan.yaml"))
     assert len(lines) == 1 and lines[0].startswith("error: i.yaml: queues[0].weight: ")
+
+
+@pytest.mark.parametrize(
+    ("case_id", "expected"),
+    [
+        # a case the package ships translated: point at that instance
+        (
+            "11-preempt-idle-node",
+            "its translated instance is "
+            f"{INSTANCES / 'cases' / '11-preempt-idle-node.yaml'}: pass that file instead",
+        ),
+        # no translation shipped: point at the folder
+        ("99-unknown", "the translated cases ship in instances/cases/ (see its README.md)"),
+    ],
+)
+def test_a_case_file_is_told_apart_from_an_instance(
+    tmp_path: Path, case_id: str, expected: str
+) -> None:
+    case = tmp_path / "case.yaml"
+    # the short case form: kind is a sentence, cluster and expect at the top
+    case.write_text(
+        f"id: {case_id}\nkind: gang preemption must count the idle node\n"
+        "cluster: {levels: [leaf], nodes: []}\nexpect: [placed(h) = 2]\n",
+        encoding="utf-8",
+    )
+    result = run("solve", str(case), "--preemption")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"error: {case}: this looks like a test case (id, cluster, expect), not an instance "
+        f"file (kind: Instance); {expected}\n"
+    )
+    assert "accepted: 'Instance'" not in result.stderr
+
+
+def test_a_node_s_fractional_gpus_are_refused_without_contradiction(tmp_path: Path) -> None:
+    # before: "1500m is not a whole number; extended resources are counted in whole units
+    # (only the GPU resource takes a share such as 500m)" for the GPU resource itself
+    name = write(
+        tmp_path,
+        "i.yaml",
+        HEAD + 'nodes: [{name: n1, allocatable: {nvidia.com/gpu: "1.5", cpu: 4}}]\n'
+        "queues: [{name: q}]\n",
+    )
+    result = run("validate", str(tmp_path / name))
+    assert assert_user_error(result) == [
+        f"error: {tmp_path / name}: nodes[0].allocatable.nvidia.com/gpu: 1.5 GPUs is not a "
+        "whole number; a node's GPUs are counted in whole devices (a share such as 500m is "
+        "for a pod's request)"
+    ]
+
+
+def test_joint_allocation_without_any_device_layout_warns(tmp_path: Path) -> None:
+    # docs/instance-format.md: joint allocation needs a declared device layout
+    gang = (
+        "{name: g, queue: q, joint: pcie, roles: [{name: w, count: 1, "
+        "requests: {nvidia.com/gpu: 2, rdma/hca: 2}}]}"
+    )
+    name = write(
+        tmp_path,
+        "i.yaml",
+        HEAD + "nodes: [{name: n1, allocatable: {nvidia.com/gpu: 8, rdma/hca: 8, cpu: 64}}]\n"
+        f"queues: [{{name: q}}]\ngangs: [{gang}]\n",
+    )
+    result = run("validate", str(tmp_path / name))
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: gang 'default/g': joint allocation 'pcie' needs a declared device layout, "
+        "but no node has one, so it never fits: give the nodes `device_layout: NAME` (a "
+        "template of `device_layouts`) or `devices: {numa_nodes: [...]}`, or set `joint: none`"
+    ) in " ".join(result.stderr.split())
+
+
+def test_verify_says_when_the_plan_is_for_another_instance(tmp_path: Path) -> None:
+    # case 11's plan names gang default/h and nodes n1, n2: none of the three is in the
+    # embedded default instance, which verify PLAN alone checks
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN_11, encoding="utf-8")
+    result = run("verify", str(plan))
+    assert result.exit_code == 1
+    assert (
+        "note: 3 of the plan's 3 gangs and nodes are unknown to the default instance: the "
+        "plan does not seem to be for it; give its instance first: gangplan verify INSTANCE "
+        "PLAN"
+    ) in " ".join(result.stdout.split())
+    # its own instance: no such note
+    assert "note:" not in run("verify", str(CASE_11), str(plan)).stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from objects import GATE, gang_pods, node, volcano_group
+from objects import GATE, gang_pods, node, pod, volcano_group
 from standin import StandIn
 
 from gangplan.adapters.cli import main
@@ -236,12 +236,59 @@ def test_apply_refuses_a_plan_that_contradicts_itself(
     assert all(p["spec"].get("schedulingGates") == [{"name": GATE}] for p in memory.objects(PODS))
 
 
+def test_apply_sends_no_eviction_and_refuses_a_plan_that_needs_one(
+    tmp_path: Path, standin: StandIn, memory: InMemoryApi
+) -> None:
+    """docs/serve.md: apply of a kind: Plan sends no Eviction (serve evicts only for the
+    gangs it plans itself, with preemption: true). n0 is free,
+    n1 holds running pod low-0 (8 GPUs); the plan puts train's 2 x 8 GPUs on n0 and n1 and
+    evicts low-0 (as solve --preemption would): train-1 does not fit on n1 as it is."""
+    for i in range(2):
+        memory.put(node(f"n{i}", gpus=8))
+    memory.put(pod("low-0", gpus=8, gated=False, node_name="n1"))
+    memory.put(volcano_group("train", 2))
+    for p in gang_pods("train", 2, gpus=8):
+        memory.put(p)
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(standin.kubeconfig())
+    plan = tmp_path / "plan.yaml"
+    gpus = [f"gpu-{j}" for j in range(8)]
+    pods = [
+        {"pod": f"train-{i}", "gang": "train", "namespace": "ml", "role": "pods"}
+        | {"node": f"n{i}", "gpus": gpus}
+        for i in range(2)
+    ]
+    eviction = {"pod": "low-0", "namespace": "ml", "node": "n1", "for_gang": "ml/train"}
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "gangplan.io/v1alpha1",
+                "kind": "Plan",
+                "gangs": [{"gang": "train", "namespace": "ml", "admitted": True, "placed": 2}],
+                "pods": pods,
+                "evictions": [eviction | {"kind": "priority"}],
+            }
+        )
+    )
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text(yaml.safe_dump({"metrics_port": 0, "time_limit_s": 2}))
+    res = _run("apply", str(plan), "--config", str(cfg), "--kubeconfig", str(kc))
+    assert res.exit_code == 1
+    assert f"error: {plan}: the plan does not hold on the cluster now: [capacity]" in res.stderr
+    assert not [c for c in memory.calls if c.verb == "evict"]
+    assert [p["metadata"]["name"] for p in memory.objects(PODS) if p["spec"].get("nodeName")] == [
+        "low-0"
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("mode: bnd\n", "mode: Input should be 'gate' or 'bind' (got 'bnd')"),  # a typo
-        ("period: 2\n", "period: not a field"),  # the field is period_s
-        ("period_s: -1\n", "period_s: Input should be greater than 0"),
+        ("mode: bnd\n", "mode: is 'bnd' (accepted: 'gate', 'bind')"),  # a typo
+        ("period: 2\n", "period: not a field (accepted: "),  # the field is period_s
+        ("period_s: -1\n", "period_s: is -1 (accepted: a number > 0)"),
+        ("event_interval_s: -1\n", "event_interval_s: is -1 (accepted: a number >= 0)"),
+        ("dry_run: maybe\n", "dry_run: is 'maybe' (accepted: true or false)"),
         ("topology_labels: 'a,,b'\n", "topology_labels: "),  # an empty level
         ("- 1\n", "the configuration must be a mapping"),
         # client-go's NewLeaderElector refuses both (leaseDuration > renewDeadline >
@@ -282,3 +329,40 @@ def test_the_cycle_line_shows_at_most_ten_gangs() -> None:
     assert _some(names) == ", ".join(f"ml/g{i}" for i in range(10)) + " and 190 more"
     assert _some(names[:10]) == ", ".join(names[:10])
     assert _some([]) == "none"
+
+
+def test_a_config_map_is_read_from_its_serve_yaml_key(tmp_path: Path) -> None:
+    # deploy/configmap.yaml as --config: its data.serve.yaml (it gave four "not a field")
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "gangplan"},
+        "data": {"serve.yaml": "mode: bnd\nperiod_s: 2\n"},
+    }
+    cfg = tmp_path / "configmap.yaml"
+    cfg.write_text(yaml.safe_dump(cm))
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg), "--once"])
+    assert res.exit_code == 1
+    assert res.stderr == (
+        f"error: {cfg}: data.serve.yaml: mode: is 'bnd' (accepted: 'gate', 'bind')\n"
+    )
+    from gangplan.adapters.serve.config import load_config
+
+    cm["data"] = {"serve.yaml": "mode: bind\nperiod_s: 7\n"}
+    cfg.write_text(yaml.safe_dump(cm))
+    loaded = load_config(cfg)
+    assert (loaded.mode, loaded.period_s) == ("bind", 7.0)
+    shipped = load_config(Path(__file__).resolve().parents[3] / "deploy" / "configmap.yaml")
+    assert shipped.scheduler_name == "gangplan"
+
+
+def test_no_kubeconfig_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    res = CliRunner().invoke(main, ["serve", "--once"])
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: cannot configure the Kubernetes client: ")
+    assert "give --kubeconfig FILE, set KUBECONFIG, or run in the cluster" in res.stderr
