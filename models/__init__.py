@@ -11,6 +11,8 @@ Every public name is exported here; the modules:
 - ``limits``: the bounds on sizes that no real cluster reaches (``MAX_NODES``, ...);
 - ``instance``: the instance file's schema and its expansion into a snapshot;
 - ``preemption``: who may evict whom (``PreemptionRules``, ``RunningGang``);
+- ``reservation``: capacity held for starving gangs, and who may backfill it
+  (``Reservation``, ``ReservationRules``);
 - ``plan``: the plan a cycle returns;
 - ``moves``: a move plan in waves (``gangplan replan``).
 """
@@ -56,6 +58,12 @@ from gangplan.models.plan import (
     TierReport,
 )
 from gangplan.models.preemption import PreemptionKind, PreemptionRules, RunningGang
+from gangplan.models.reservation import (
+    HeldNode,
+    Reservation,
+    ReservationRules,
+    ReservationSettings,
+)
 from gangplan.models.quantity import QuantityError, ResourceList, format_quantity, parse_quantity
 from gangplan.models.snapshot import (
     DeviceLayout,
@@ -85,6 +93,7 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_MAX_MOVING_PER_NODE",
     "GPU_MILLI",
+    "HeldNode",
     "MAX_DEVICES",
     "MAX_DEVICES_PER_NODE",
     "MAX_NAME_LENGTH",
@@ -126,6 +135,9 @@ __all__ = [
     "Queue",
     "QueuePreemption",
     "ReasonFamily",
+    "Reservation",
+    "ReservationRules",
+    "ReservationSettings",
     "ResourceList",
     "ResourceNames",
     "Role",

@@ -233,6 +233,12 @@ def build_index(
     groups: list[Group] = []
     left_out: list[str] = []
     singles: dict[tuple[object, ...], list[Gang]] = defaultdict(list)
+    rules = s.reservation_rules
+
+    def backfills(gang: Gang) -> frozenset[str]:
+        """The reservations ``gang`` may backfill (items merge only gangs that agree)."""
+        return frozenset(r.key for r in s.reservations if rules.may_backfill(gang, r))
+
     for gang in pending:
         if gang.size == 1 and gang.key not in prev_gangs:
             role = gang.roles[0]
@@ -244,6 +250,7 @@ def build_index(
                 id(state.candidates(gang, role)),  # by identity: see caps()
                 # what a pod counts against a max on a model-specific GPU resource
                 gang.gpu_models if s.resources.gpu_model_resources else (),
+                backfills(gang),
             )
             singles[key].append(gang)
             continue
@@ -372,7 +379,7 @@ def _aggregated_blocks(
     ctx: CycleContext, state: ClusterState, items: list[Item], victims: Victims | None
 ) -> tuple[list[Block], list[int], dict[int, int]]:
     """Aggregated mode's blocks: per leaf domain (a node missing a level, or where a victim
-    runs, is a block of its own: the rule "no eviction for nothing" counts the pods of the
+    runs, or that a reservation holds, is a block of its own: the rule "no eviction for nothing" counts the pods of the
     gangs that may evict it node by node), the nodes of one *pattern* — which static
     candidate lists (readiness, taints, selectors, affinity, GPU model, layout, required
     domains: :meth:`~gangplan.solver.state.ClusterState.candidates`) of the items counted
@@ -407,6 +414,9 @@ def _aggregated_blocks(
             pattern[nidx[name]].append(cls)
     by_key: dict[tuple[object, tuple[int, ...]], list[int]] = defaultdict(list)
     alone = set(victims.by_node) if victims is not None else set()
+    # a node a reservation holds too: held capacity is counted node by node
+    held = ctx.snapshot.reservations
+    alone |= {nidx[n] for r in held for n in r.nodes if n in nidx}
     for i, name in enumerate(node_names):
         anc = topo.ancestors(name)
         where: object
