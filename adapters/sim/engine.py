@@ -53,7 +53,14 @@ from typing import Any
 from gangplan.adapters.sim.jobs import SimInput, SimJob
 from gangplan.adapters.sim.placers import CycleInput, Placer, make_placer
 from gangplan.adapters.sim.speed import Slowdown, SpeedModel, SpreadSpeed
-from gangplan.models import GPU_MILLI, PodPlacement, RunningPod, Snapshot
+from gangplan.models import (
+    GPU_MILLI,
+    PodPlacement,
+    PreemptionSettings,
+    ReservationSettings,
+    RunningPod,
+    Snapshot,
+)
 from gangplan.solver.fairness import fair_shares
 from gangplan.solver.metrics import jain_index
 from gangplan.solver.verify import verify
@@ -87,6 +94,11 @@ class SimConfig:
     :func:`gangplan.solver.verify.verify`. ``validate_snapshots``: build every cycle's
     snapshot with full validation. ``skip_unchanged``: skip ticks without change.
     ``horizon_s``: stop at this simulated time (None: when everything has run).
+    ``reserve_after_s``: reservations with backfill for gangs pending longer than this
+    (:mod:`gangplan.solver.reservation`; None: off). ``estimates``: what jobs declare as
+    their expected duration — ``none`` (nothing: the traces record no estimate, so nothing
+    is backfilled onto held capacity) or ``exact`` (the trace duration, a perfect estimate:
+    an upper bound on what backfilling can do).
     """
 
     placer: str = "greedy"
@@ -103,8 +115,16 @@ class SimConfig:
     validate_snapshots: bool = False
     skip_unchanged: bool = True
     horizon_s: float | None = None
+    reserve_after_s: float | None = None
+    estimates: str = "none"
 
     def __post_init__(self) -> None:
+        if self.estimates not in ("none", "exact"):
+            raise ValueError(f"estimates must be none or exact ({self.estimates!r})")
+        if self.reserve_after_s is not None and not (
+            self.reserve_after_s >= 0 and math.isfinite(self.reserve_after_s)
+        ):
+            raise ValueError(f"reserve_after must be finite and >= 0 ({self.reserve_after_s})")
         if not (self.period_s > 0 and math.isfinite(self.period_s)):
             raise ValueError(f"period must be a finite number of seconds > 0 ({self.period_s})")
         if self.jitter_s < 0 or not math.isfinite(self.jitter_s):
@@ -154,6 +174,8 @@ class CycleRecord:
     admitted: int
     status: str
     busy_gpus: float
+    reserved: int = 0
+    """gangs holding a reservation in this cycle's plan"""
 
 
 @dataclass(frozen=True)
@@ -325,6 +347,10 @@ class Simulation:
             f: getattr(c, f) for f in Snapshot.model_fields if f not in ("gangs", "running")
         }
         self._static["nodes"] = tuple(nodes)
+        if cfg.reserve_after_s is not None:
+            self._static["reservation"] = ReservationSettings(
+                enabled=True, reserve_after_s=cfg.reserve_after_s
+            )
         self._node_view = Snapshot.model_construct(**self._static, gangs=(), running=())
 
     # ------------------------------------------------------------------ the loop
@@ -399,6 +425,16 @@ class Simulation:
     def _arrivals(self) -> list[SimJob]:
         cfg = self.config
         jobs = list(self.inp.jobs)
+        if cfg.estimates == "exact":
+            # a perfect estimate: the trace duration (at least 1 s, as a Gang requires > 0)
+            jobs = [
+                replace(
+                    j,
+                    expected_duration=(d := max(1.0, j.duration)),
+                    gang=j.gang.model_copy(update={"expected_duration_s": d}),
+                )
+                for j in jobs
+            ]
         if cfg.jitter_s > 0:
             rng = random.Random(cfg.seed)
             jobs = [
@@ -425,18 +461,21 @@ class Simulation:
 
     # ------------------------------------------------------------------ one cycle
 
-    def _snapshot(self) -> Snapshot:
+    def _snapshot(self, now: float) -> Snapshot:
         if self._pods is None:
             self._pods = tuple(p for run in self._running.values() for p in run.pods)
         gangs = tuple(p.job.gang for p in self._pending.values())
+        # the cycle's clock (reservations count waits and expected ends on it)
+        settings: PreemptionSettings = self._static["preemption"]
+        clock = {**self._static, "preemption": settings.model_copy(update={"now": now})}
         if self.config.validate_snapshots:
-            return Snapshot(**self._static, gangs=gangs, running=self._pods)
-        return Snapshot.model_construct(**self._static, gangs=gangs, running=self._pods)
+            return Snapshot(**clock, gangs=gangs, running=self._pods)
+        return Snapshot.model_construct(**clock, gangs=gangs, running=self._pods)
 
     def _cycle(self, now: float) -> bool:
         """Plan one cycle at ``now`` and bind what it admits; True if it bound a gang."""
         assert self.placer is not None
-        snap = self._snapshot()
+        snap = self._snapshot(now)
         cycle = CycleInput(
             now=now,
             snapshot=snap,
@@ -475,6 +514,7 @@ class Simulation:
                 admitted=admitted,
                 status=result.status.value,
                 busy_gpus=self._busy / GPU_MILLI,
+                reserved=sum(1 for r in plan.reservations if r.key in self._pending),
             )
         )
         if self.progress is not None:
@@ -484,6 +524,7 @@ class Simulation:
     def _bind(self, now: float, job: SimJob, pods: list[PodPlacement]) -> None:
         gang = job.gang
         roles = {r.name: r for r in gang.roles}
+        expected_end = None if job.expected_duration is None else now + job.expected_duration
         # model_construct: the role's requests are already in base units (a validating
         # constructor would read 1000 milli-GPU as a quantity of 1000 GPUs)
         running = tuple(
@@ -496,6 +537,10 @@ class Simulation:
                 node=p.node,
                 requests=roles[p.role].requests,
                 devices=(*p.gpus, *p.nics),
+                admitted=now,
+                min_member=None,
+                preemptible=True,
+                expected_end=expected_end,
             )
             for p in pods
         )
