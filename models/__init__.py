@@ -13,12 +13,14 @@ Every public name is exported here; the modules:
 - ``preemption``: who may evict whom (``PreemptionRules``, ``RunningGang``);
 - ``reservation``: capacity held for starving gangs, and who may backfill it
   (``Reservation``, ``ReservationRules``);
+- ``elastic``: a running elastic gang's room to grow (``growth_gang``, ``growing_nodes``);
 - ``plan``: the plan a cycle returns;
 - ``moves``: a move plan in waves (``gangplan replan``).
 """
 
 from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key
 from gangplan.models.checks import Problem, SnapshotError
+from gangplan.models.elastic import growing_nodes, growth_gang
 from gangplan.models.free import NodeFree, PodHold
 from gangplan.models.instance import (
     InstanceError,
@@ -155,6 +157,8 @@ __all__ = [
     "WorkloadShape",
     "format_quantity",
     "gang_key",
+    "growing_nodes",
+    "growth_gang",
     "instance_from_snapshot",
     "load_instance",
     "parse_quantity",

@@ -61,6 +61,7 @@ from gangplan.models import (
     Role,
     RunningPod,
     Snapshot,
+    growing_nodes,
 )
 from gangplan.solver.context import CycleContext
 from gangplan.solver.state import ClusterState
@@ -75,10 +76,16 @@ _DERIVED = ("reservation_rules", "preemption_rules", "gang_by_key", "_derived", 
 
 def starving(snapshot: Snapshot) -> list[Gang]:
     """The pending gangs that have waited longer than ``reserve_after_s`` (creation time to
-    the cycle's clock), in queue order: priority (highest first), then creation time."""
+    the cycle's clock), in queue order: priority (highest first), then creation time.
+    Growth gangs (``models/elastic.py``) are running already and get none."""
     cfg = snapshot.reservation
     now = snapshot.preemption_rules.now
-    out = [g for g in snapshot.gangs if now - g.creation_time > cfg.reserve_after_s]
+    growing = growing_nodes(snapshot)  # running already: growth waits for free room
+    out = [
+        g
+        for g in snapshot.gangs
+        if now - g.creation_time > cfg.reserve_after_s and g.key not in growing
+    ]
     return sorted(out, key=lambda g: (-g.priority, g.creation_time, g.namespace, g.name))
 
 

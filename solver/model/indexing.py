@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot
+from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot, growing_nodes
 from gangplan.solver.context import CycleContext
 from gangplan.solver.model.preemption import Victims, find_victims
 from gangplan.solver.result import SolverConfig
@@ -239,8 +239,9 @@ def build_index(
         """The reservations ``gang`` may backfill (items merge only gangs that agree)."""
         return frozenset(r.key for r in s.reservations if rules.may_backfill(gang, r))
 
+    growing = growing_nodes(s)  # growth gangs: counted as multi-pod, for their locality
     for gang in pending:
-        if gang.size == 1 and gang.key not in prev_gangs:
+        if gang.size == 1 and gang.key not in prev_gangs and gang.key not in growing:
             role = gang.roles[0]
             key = (
                 gang.queue,
@@ -259,7 +260,7 @@ def build_index(
             left_out.append(gang.key)
             continue
         gid = len(groups)
-        group = Group(gid, [gang], [], multi=gang.size > 1)
+        group = Group(gid, [gang], [], multi=gang.size > 1 or gang.key in growing)
         for role in gang.roles:
             c = role_caps[role.name]
             if not c:
