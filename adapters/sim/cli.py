@@ -105,10 +105,12 @@ def _reserve_afters(ctx: click.Context, param: click.Parameter, value: tuple[str
     return tuple(dict.fromkeys(out)) or (None,)
 
 
-def _policy_name(slowdown: Any, reserve_after: float | None) -> str:
+def _policy_name(slowdown: Any, reserve_after: float | None, elastic: bool = False) -> str:
     parts = [] if slowdown.off else [f"slow({slowdown.label})"]
     if reserve_after is not None:
         parts.append(f"reserve({reserve_after:g}s)")
+    if elastic:
+        parts.append("elastic")
     return "+".join(parts) or "base"
 
 
@@ -182,6 +184,12 @@ def _policy_name(slowdown: Any, reserve_after: float | None) -> str:
     help="jobs' expected durations for backfill: none, or exact (the trace's, a perfect "
     "estimate)",
 )
+@click.option(
+    "--elastic",
+    is_flag=True,
+    help="multi-GPU jobs are elastic gangs, minimum half their GPUs: they grow into free "
+    "GPUs and shrink when others wait (rate linear in size, work conserved)",
+)
 @click.option("--ray", "ray_address", default=None, help="run the sweep on Ray (local: start one)")
 @click.option(
     "--workers", type=click.IntRange(1, 256), default=None, help="worker processes (at most 256)"
@@ -222,6 +230,7 @@ def simulate(
     slowdowns: tuple[Any, ...],
     reserve_afters: tuple[float | None, ...],
     estimates: str,
+    elastic: bool,
     ray_address: str | None,
     workers: int | None,
     time_limit: float,
@@ -261,9 +270,10 @@ def simulate(
         verify=verify,
         horizon_s=horizon,
         estimates=estimates,
+        elastic=elastic,
     )
     policies = [
-        Policy(_policy_name(s, ra), (("slowdown", s), ("reserve_after_s", ra)))
+        Policy(_policy_name(s, ra, elastic), (("slowdown", s), ("reserve_after_s", ra)))
         for s in slowdowns
         for ra in reserve_afters
     ]

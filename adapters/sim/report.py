@@ -110,6 +110,22 @@ METRICS: tuple[Metric, ...] = (
         "lower",
     ),
     Metric(
+        "elastic_above_min",
+        "elastic jobs that ran above their minimum",
+        "%",
+        lambda r: (
+            r.metrics.elastic_above_min / r.metrics.elastic_jobs
+            if r.metrics.elastic_jobs
+            else None
+        ),
+        "higher",
+        "share",
+    ),
+    Metric("elastic_jobs", "elastic jobs started", "jobs", lambda r: r.metrics.elastic_jobs,
+           kind="count"),
+    Metric("resizes", "elastic grow/shrink events", "", lambda r: r.metrics.resizes,
+           kind="count"),
+    Metric(
         "reserved_cycles",
         "cycles holding a reservation",
         "",
@@ -415,6 +431,13 @@ def _settings(runs: Sequence[Run]) -> list[str]:
             )
         )
         lines.append(f"- reservation, policy `{policy}`: {what}")
+    if c.elastic:
+        from gangplan.adapters.sim.elastic import EFFICIENCY
+
+        lines.append(
+            "- elastic jobs: every job of 2+ GPUs is an elastic gang, minimum half its GPUs; "
+            f"efficiency model {EFFICIENCY}"
+        )
     lines.append(
         f"- plans verified by `gangplan.solver.verify` every cycle: {'yes' if c.verify else 'no'}"
     )
