@@ -60,13 +60,13 @@ from gangplan.models.plan import (
     TierReport,
 )
 from gangplan.models.preemption import PreemptionKind, PreemptionRules, RunningGang
+from gangplan.models.quantity import QuantityError, ResourceList, format_quantity, parse_quantity
 from gangplan.models.reservation import (
     HeldNode,
     Reservation,
     ReservationRules,
     ReservationSettings,
 )
-from gangplan.models.quantity import QuantityError, ResourceList, format_quantity, parse_quantity
 from gangplan.models.snapshot import (
     DeviceLayout,
     Gang,
@@ -95,7 +95,6 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_MAX_MOVING_PER_NODE",
     "GPU_MILLI",
-    "HeldNode",
     "MAX_DEVICES",
     "MAX_DEVICES_PER_NODE",
     "MAX_NAME_LENGTH",
@@ -108,6 +107,7 @@ __all__ = [
     "Gang",
     "GangMove",
     "GangOutcome",
+    "HeldNode",
     "InstanceError",
     "InstanceFile",
     "JointPolicy",

@@ -88,8 +88,9 @@ def _reservation_problems(s: Snapshot) -> Iterator[Problem]:
                 yield Problem(where, f"unknown node {h.node!r}")
             elif h.node in held_by and held_by[h.node] != res.key:
                 yield Problem(
-                    where, f"node {h.node!r} is held for {held_by[h.node]!r} already "
-                    "(accepted: each node held by one reservation)"
+                    where,
+                    f"node {h.node!r} is held for {held_by[h.node]!r} already "
+                    "(accepted: each node held by one reservation)",
                 )
             held_by.setdefault(h.node, res.key)
 

@@ -158,12 +158,11 @@ def _with_reservations(snapshot: Snapshot, plan: Plan) -> Plan:
         res = by_key.get(o.key)
         if res is not None and o.reason is not None:
             note = f"; reserved: {res.describe(now)}"
-            o = o.model_copy(update={"reason": o.reason.model_copy(
-                update={"message": o.reason.message + note})})
+            o = o.model_copy(
+                update={"reason": o.reason.model_copy(update={"message": o.reason.message + note})}
+            )
         outcomes.append(o)
-    return plan.model_copy(
-        update={"gangs": tuple(outcomes), "reservations": snapshot.reservations}
-    )
+    return plan.model_copy(update={"gangs": tuple(outcomes), "reservations": snapshot.reservations})
 
 
 def run_baseline(snapshot: Snapshot, name: str, previous: Plan | None = None) -> CycleResult:

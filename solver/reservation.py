@@ -423,4 +423,3 @@ def _phase(
         if held is not None and not rules.may_backfill(gang, held[0]):
             used[(held[0].key, p.node)].update(gang.role(p.role).requests)
     return got
-

@@ -181,8 +181,7 @@ def _policy_name(slowdown: Any, reserve_after: float | None, elastic: bool = Fal
     type=click.Choice(["none", "exact"]),
     default="none",
     show_default=True,
-    help="jobs' expected durations for backfill: none, or exact (the trace's, a perfect "
-    "estimate)",
+    help="jobs' expected durations for backfill: none, or exact (the trace's, a perfect estimate)",
 )
 @click.option(
     "--elastic",

@@ -55,8 +55,15 @@ def elastic_job(job: SimJob, gpu: str) -> SimJob:
     requests = {res: v // pods for res, v in total.items()}
     requests[gpu] = unit * GPU_MILLI
     role = Role.model_construct(
-        name="w", count=pods, min_member=None, requests=requests, topology=None,
-        node_selector={}, node_affinity=(), tolerations=(), pod_names=None,
+        name="w",
+        count=pods,
+        min_member=None,
+        requests=requests,
+        topology=None,
+        node_selector={},
+        node_affinity=(),
+        tolerations=(),
+        pod_names=None,
     )
     least = math.ceil(pods / 2)
     new = gang.model_copy(update={"roles": (role,), "min_member": least if least < pods else None})

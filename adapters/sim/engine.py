@@ -683,9 +683,7 @@ class Simulation:
             job = replace(run.job, duration=run.work_left)
             self._pending[key] = _Pending(job, now)
             gpu = self.inp.cluster.gpu
-            self._busy = sum(
-                p.requests.get(gpu, 0) for r in self._running.values() for p in r.pods
-            )
+            self._busy = sum(p.requests.get(gpu, 0) for r in self._running.values() for p in r.pods)
             self._util.append((now, self._busy))
             self._records[key] = replace(
                 self._records[key], status="pending", resizes=self._records[key].resizes + 1

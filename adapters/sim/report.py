@@ -114,17 +114,19 @@ METRICS: tuple[Metric, ...] = (
         "elastic jobs that ran above their minimum",
         "%",
         lambda r: (
-            r.metrics.elastic_above_min / r.metrics.elastic_jobs
-            if r.metrics.elastic_jobs
-            else None
+            r.metrics.elastic_above_min / r.metrics.elastic_jobs if r.metrics.elastic_jobs else None
         ),
         "higher",
         "share",
     ),
-    Metric("elastic_jobs", "elastic jobs started", "jobs", lambda r: r.metrics.elastic_jobs,
-           kind="count"),
-    Metric("resizes", "elastic grow/shrink events", "", lambda r: r.metrics.resizes,
-           kind="count"),
+    Metric(
+        "elastic_jobs",
+        "elastic jobs started",
+        "jobs",
+        lambda r: r.metrics.elastic_jobs,
+        kind="count",
+    ),
+    Metric("resizes", "elastic grow/shrink events", "", lambda r: r.metrics.resizes, kind="count"),
     Metric(
         "reserved_cycles",
         "cycles holding a reservation",

@@ -233,11 +233,11 @@ def build_index(
     groups: list[Group] = []
     left_out: list[str] = []
     singles: dict[tuple[object, ...], list[Gang]] = defaultdict(list)
-    rules = s.reservation_rules
+    held = s.reservation_rules
 
     def backfills(gang: Gang) -> frozenset[str]:
         """The reservations ``gang`` may backfill (items merge only gangs that agree)."""
-        return frozenset(r.key for r in s.reservations if rules.may_backfill(gang, r))
+        return frozenset(r.key for r in s.reservations if held.may_backfill(gang, r))
 
     growing = growing_nodes(s)  # growth gangs: counted as multi-pod, for their locality
     for gang in pending:

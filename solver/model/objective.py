@@ -596,9 +596,7 @@ def _growth_spread(
     """A growth gang's spread at ``level``: the domains its new pods use that its running
     pods (on ``base``) do not (the score's count, ``solver/score.py``)."""
     nidx = ix.node_index
-    held = {
-        ix.domain_of_block[level][ix.block_of_node[nidx[n]]] for n in base if n in nidx
-    }
+    held = {ix.domain_of_block[level][ix.block_of_node[nidx[n]]] for n in base if n in nidx}
     keys = {
         ix.domain_of_block[level][b] for i in ix.groups[group].items for b, _ in v.item_blocks(i)
     }

@@ -33,14 +33,24 @@ ROLE = {"name": "w", "count": 4, "requests": {"cpu": 1, GPU: 2}}
 
 def running(n: int, **extra: Any) -> list[dict[str, Any]]:
     return [
-        {"name": f"e-w-{k}", "gang": "e", "queue": "q", "node": "n1", "min_member": 2,
-         "requests": {"cpu": 1, GPU: 2}, **extra}
+        {
+            "name": f"e-w-{k}",
+            "gang": "e",
+            "queue": "q",
+            "node": "n1",
+            "min_member": 2,
+            "requests": {"cpu": 1, GPU: 2},
+            **extra,
+        }
         for k in range(n)
     ]
 
 
 def instance(
-    run: list[dict[str, Any]], gangs: list[dict[str, Any]], *, preemption: bool = False,
+    run: list[dict[str, Any]],
+    gangs: list[dict[str, Any]],
+    *,
+    preemption: bool = False,
     queue: dict[str, Any] | None = None,
 ) -> Snapshot:
     data = {
@@ -48,8 +58,9 @@ def instance(
         "kind": "Instance",
         "preemption": {"enabled": preemption, "now": 1000, "grace_s": 300},
         "nodes": [{"name": "n1", "allocatable": {"cpu": 8, GPU: 8}}],
-        "queues": [{"name": "q", "preemption": {"within_queue": "lower_priority"},
-                    **(queue or {})}],
+        "queues": [
+            {"name": "q", "preemption": {"within_queue": "lower_priority"}, **(queue or {})}
+        ],
         "running": run,
         "gangs": gangs,
     }
@@ -57,12 +68,15 @@ def instance(
 
 
 def grow_snapshot(queue: dict[str, Any] | None = None) -> Snapshot:
-    full = load_instance({
-        "apiVersion": "gangplan.io/v1alpha1", "kind": "Instance",
-        "nodes": [{"name": "n1", "allocatable": {"cpu": 8, GPU: 8}}],
-        "queues": [{"name": "q"}],
-        "gangs": [{"name": "e", "queue": "q", "min_member": 2, "roles": [ROLE]}],
-    })[0].gangs[0]
+    full = load_instance(
+        {
+            "apiVersion": "gangplan.io/v1alpha1",
+            "kind": "Instance",
+            "nodes": [{"name": "n1", "allocatable": {"cpu": 8, GPU: 8}}],
+            "queues": [{"name": "q"}],
+            "gangs": [{"name": "e", "queue": "q", "min_member": 2, "roles": [ROLE]}],
+        }
+    )[0].gangs[0]
     grow = growth_gang(full, {"w": 2}, {"w": ["e-w-2", "e-w-3"]})
     assert grow is not None
     return instance(running(2), [grow.model_dump(mode="json")], queue=queue)
@@ -83,11 +97,14 @@ def test_an_elastic_gang_grows_then_shrinks(placer: str) -> None:
     # cycle 2: e at full size (its 4 pods now running, the two new ones with their
     # devices), h of priority 10 waits: 2 of e's pods go, e keeps its minimum of 2
     pods = [
-        {**r, "devices": [f"gpu-{2 * k}", f"gpu-{2 * k + 1}"]}
-        for k, r in enumerate(running(4))
+        {**r, "devices": [f"gpu-{2 * k}", f"gpu-{2 * k + 1}"]} for k, r in enumerate(running(4))
     ]
-    h = {"name": "h", "queue": "q", "priority": 10,
-         "roles": [{"name": "w", "count": 1, "requests": {"cpu": 1, GPU: 4}}]}
+    h = {
+        "name": "h",
+        "queue": "q",
+        "priority": 10,
+        "roles": [{"name": "w", "count": 1, "requests": {"cpu": 1, GPU: 4}}],
+    }
     shrunk = cycle(instance(pods, [h], preemption=True), placer)
     assert [p.gang for p in shrunk.plan.pods] == ["h"]
     assert len(shrunk.plan.evictions) == 2
@@ -110,23 +127,40 @@ def test_growth_locality_counts_the_running_pods_domains() -> None:
     # two nodes in two leaves; e runs 2 pods on a1 (leaf a). Its growth pods on a1 add no
     # leaf; on b1 they add one (leaf b): the score's locality.leaf is 0, then -1
     data = {
-        "apiVersion": "gangplan.io/v1alpha1", "kind": "Instance",
+        "apiVersion": "gangplan.io/v1alpha1",
+        "kind": "Instance",
         "levels": [{"name": "leaf"}],
-        "nodes": [{"name": n, "domains": {"leaf": leaf}, "allocatable": {"cpu": 8, GPU: 8}}
-                  for n, leaf in (("a1", "a"), ("b1", "b"))],
+        "nodes": [
+            {"name": n, "domains": {"leaf": leaf}, "allocatable": {"cpu": 8, GPU: 8}}
+            for n, leaf in (("a1", "a"), ("b1", "b"))
+        ],
         "queues": [{"name": "q"}],
         "running": [{**r, "node": "a1"} for r in running(2)],
-        "gangs": [{"name": "e", "queue": "q", "min_member": 1,
-                   "roles": [{**ROLE, "count": 2, "min_member": 0,
-                              "pod_names": ["e-w-2", "e-w-3"]}]}],
+        "gangs": [
+            {
+                "name": "e",
+                "queue": "q",
+                "min_member": 1,
+                "roles": [{**ROLE, "count": 2, "min_member": 0, "pod_names": ["e-w-2", "e-w-3"]}],
+            }
+        ],
     }
     s = load_instance(data)[0]
 
     def leaf_entry(node: str) -> int:
-        pods = [PodPlacement(pod=f"e-w-{k}", gang="e", role="w", node=node,
-                             gpus=(f"gpu-{2 * k - 4 + (4 if node == 'a1' else 0)}",
-                                   f"gpu-{2 * k - 3 + (4 if node == 'a1' else 0)}"))
-                for k in (2, 3)]
+        pods = [
+            PodPlacement(
+                pod=f"e-w-{k}",
+                gang="e",
+                role="w",
+                node=node,
+                gpus=(
+                    f"gpu-{2 * k - 4 + (4 if node == 'a1' else 0)}",
+                    f"gpu-{2 * k - 3 + (4 if node == 'a1' else 0)}",
+                ),
+            )
+            for k in (2, 3)
+        ]
         plan = assemble_plan(s, pods, {})
         assert verify(s, plan) == []
         return dict(score(s, plan).entries)["locality.leaf"]
@@ -143,10 +177,15 @@ def test_growth_locality_counts_the_running_pods_domains() -> None:
 
 def test_verifier_refuses_a_shrink_below_the_minimum() -> None:
     # e (4 pods, minimum 2) keeps 1 pod if the plan evicts 3: refused
-    pods = [{**r, "devices": [f"gpu-{2 * k}", f"gpu-{2 * k + 1}"]}
-            for k, r in enumerate(running(4))]
-    h = {"name": "h", "queue": "q", "priority": 10,
-         "roles": [{"name": "w", "count": 1, "requests": {"cpu": 1, GPU: 6}}]}
+    pods = [
+        {**r, "devices": [f"gpu-{2 * k}", f"gpu-{2 * k + 1}"]} for k, r in enumerate(running(4))
+    ]
+    h = {
+        "name": "h",
+        "queue": "q",
+        "priority": 10,
+        "roles": [{"name": "w", "count": 1, "requests": {"cpu": 1, GPU: 6}}],
+    }
     s = instance(pods, [h], preemption=True)
     from gangplan.models import Eviction
 
@@ -154,8 +193,9 @@ def test_verifier_refuses_a_shrink_below_the_minimum() -> None:
         Eviction(pod=f"e-w-{k}", gang="e", node="n1", for_gang="default/h", kind="priority")
         for k in range(3)
     )
-    pod = PodPlacement(pod="h-w-0", gang="h", role="w", node="n1",
-                       gpus=tuple(f"gpu-{i}" for i in range(6)))
+    pod = PodPlacement(
+        pod="h-w-0", gang="h", role="w", node="n1", gpus=tuple(f"gpu-{i}" for i in range(6))
+    )
     plan = assemble_plan(s, [pod], {}, evictions=evict)
     assert "victim_whole" in {v.rule for v in verify(s, plan)}
 
@@ -163,8 +203,12 @@ def test_verifier_refuses_a_shrink_below_the_minimum() -> None:
 def test_verifier_refuses_growth_past_the_max_and_past_the_full_size() -> None:
     # past the max: q's max 6 GPUs, e holds 4, both growth pods would make 8
     s = grow_snapshot({"max": {GPU: 6}})
-    both = [PodPlacement(pod=f"e-w-{k}", gang="e", role="w", node="n1",
-                         gpus=(f"gpu-{2 * k}", f"gpu-{2 * k + 1}")) for k in (2, 3)]
+    both = [
+        PodPlacement(
+            pod=f"e-w-{k}", gang="e", role="w", node="n1", gpus=(f"gpu-{2 * k}", f"gpu-{2 * k + 1}")
+        )
+        for k in (2, 3)
+    ]
     assert {v.rule for v in verify(s, assemble_plan(s, both, {}))} == {"queue_max"}
     # past the full size: e-w-4 would be a fifth pod of e (full size 4): no pod of the
     # growth gang has that name, whatever room the node has

@@ -67,10 +67,22 @@ def instance(
         "nodes": [{"name": n, "allocatable": {"cpu": 16, GPU: 4}} for n in ("n1", "n2")],
         "queues": [{"name": "q"}],
         "running": [
-            {"name": "a-0", "gang": "a", "queue": "q", "node": "n1", "expected_end": 1000,
-             "requests": {"cpu": 1, GPU: 2}},
-            {"name": "c-0", "gang": "c", "queue": "q", "node": "n2", "expected_end": 5000,
-             "requests": {"cpu": 1, GPU: 4}},
+            {
+                "name": "a-0",
+                "gang": "a",
+                "queue": "q",
+                "node": "n1",
+                "expected_end": 1000,
+                "requests": {"cpu": 1, GPU: 2},
+            },
+            {
+                "name": "c-0",
+                "gang": "c",
+                "queue": "q",
+                "node": "n2",
+                "expected_end": 5000,
+                "requests": {"cpu": 1, GPU: 4},
+            },
         ],
         "gangs": gangs,
     }
@@ -133,8 +145,9 @@ def test_without_reservations_the_small_gang_takes_the_free_gpus(placer: str) ->
 def test_a_gang_that_has_not_waited_long_enough_gets_no_reservation() -> None:
     # reserve_after 800 s: big has waited 700 s, so no reservation, and s takes n1
     s = instance({})
-    s = s.model_copy(update={"reservation": s.reservation.model_copy(
-        update={"reserve_after_s": 800})})
+    s = s.model_copy(
+        update={"reservation": s.reservation.model_copy(update={"reserve_after_s": 800})}
+    )
     result = cycle(s, "greedy")
     assert result.plan.reservations == ()
     assert admitted(result) == {"s"}
@@ -163,8 +176,15 @@ def _plan_s_on_n1(s: Snapshot) -> Plan:
     return assemble_plan(s, [pod], {})
 
 
-HELD = [{"gang": "big", "level": "node", "domain": "n1", "start": 1000,
-         "held": [{"node": "n1", "resources": {GPU: 4000, "cpu": 1000}}]}]
+HELD = [
+    {
+        "gang": "big",
+        "level": "node",
+        "domain": "n1",
+        "start": 1000,
+        "held": [{"node": "n1", "resources": {GPU: 4000, "cpu": 1000}}],
+    }
+]
 
 
 def test_verifier_refuses_a_plan_that_uses_held_capacity_wrongly() -> None:

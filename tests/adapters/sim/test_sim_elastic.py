@@ -41,26 +41,34 @@ GPU = "nvidia.com/gpu"
 
 def _input() -> SimInput:
     def gang(name: str, gpus: int, priority: int = 0) -> dict[str, object]:
-        return {"name": name, "queue": "q", "priority": priority,
-                "roles": [{"name": "w", "count": 1, "requests": {"cpu": gpus, GPU: gpus}}]}
+        return {
+            "name": name,
+            "queue": "q",
+            "priority": priority,
+            "roles": [{"name": "w", "count": 1, "requests": {"cpu": gpus, GPU: gpus}}],
+        }
 
-    snap = load_instance({
-        "apiVersion": "gangplan.io/v1alpha1", "kind": "Instance",
-        "preemption": {"grace_s": 0},
-        "nodes": [{"name": "n1", "allocatable": {"cpu": 16, GPU: 4}}],
-        "queues": [{"name": "q"}],
-        "gangs": [gang("b1", 1), gang("b2", 1), gang("e", 4), gang("h", 1, 10)],
-    })[0]
+    snap = load_instance(
+        {
+            "apiVersion": "gangplan.io/v1alpha1",
+            "kind": "Instance",
+            "preemption": {"grace_s": 0},
+            "nodes": [{"name": "n1", "allocatable": {"cpu": 16, GPU: 4}}],
+            "queues": [{"name": "q"}],
+            "gangs": [gang("b1", 1), gang("b2", 1), gang("e", 4), gang("h", 1, 10)],
+        }
+    )[0]
     g = snap.gang_by_key
-    jobs = jobs_from([
-        (g["default/b1"], 0.0, 300.0, 1),
-        (g["default/b2"], 0.0, 300.0, 1),
-        (g["default/e"], 50.0, 800.0, 4),
-        (g["default/h"], 350.0, 100.0, 1),
-    ])
+    jobs = jobs_from(
+        [
+            (g["default/b1"], 0.0, 300.0, 1),
+            (g["default/b2"], 0.0, 300.0, 1),
+            (g["default/e"], 50.0, 800.0, 4),
+            (g["default/h"], 350.0, 100.0, 1),
+        ]
+    )
     cluster = snap.model_copy(update={"gangs": ()})
-    return SimInput(cluster=cluster, jobs=jobs, trace="hand", cluster_source="hand",
-                    window=None)
+    return SimInput(cluster=cluster, jobs=jobs, trace="hand", cluster_source="hand", window=None)
 
 
 @pytest.mark.parametrize(
@@ -68,8 +76,9 @@ def _input() -> SimInput:
     [("greedy", {}), ("cpsat", {"deterministic": True, "deterministic_time": 5.0})],
 )
 def test_elastic_job_grows_shrinks_and_grows_again(placer: str, extra: dict) -> None:
-    cfg = SimConfig(placer=placer, period_s=100, elastic=True, verify=True,
-                    validate_snapshots=True, **extra)
+    cfg = SimConfig(
+        placer=placer, period_s=100, elastic=True, verify=True, validate_snapshots=True, **extra
+    )
     result = simulate(_input(), cfg)
     got = {j.name: (j.start, j.end) for j in result.jobs}
     assert got == {"b1": (0, 300), "b2": (0, 300), "e": (100, 1025), "h": (400, 500)}
