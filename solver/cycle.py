@@ -250,10 +250,7 @@ def solve_cycle_in(
 
     cfg = config or SolverConfig()
     with gc_paused():
-        budget = _budget_of(cfg)
-        with budget.part("reservations"):
-            ctx = reserved_context(ctx)
-        return _solve(ctx, previous, cfg, budget)
+        return _solve(ctx, previous, cfg, _budget_of(cfg))
 
 
 @dataclass
@@ -325,6 +322,8 @@ def _solve(
 ) -> CycleResult:
     from gangplan.solver.model.builder import gang_fits, solve_model
 
+    with budget.part("reservations"):
+        ctx = reserved_context(ctx)
     notes: list[str] = []
     inc = _incumbent(ctx, previous, cfg, budget, notes)
     keep = cfg.reason_share * budget.limit

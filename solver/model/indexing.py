@@ -379,9 +379,9 @@ def _node_level(gang: Gang, role: Role) -> bool:
 def _aggregated_blocks(
     ctx: CycleContext, state: ClusterState, items: list[Item], victims: Victims | None
 ) -> tuple[list[Block], list[int], dict[int, int]]:
-    """Aggregated mode's blocks: per leaf domain (a node missing a level, or where a victim
-    runs, or that a reservation holds, is a block of its own: the rule "no eviction for nothing" counts the pods of the
-    gangs that may evict it node by node), the nodes of one *pattern* — which static
+    """Aggregated mode's blocks: per leaf domain (a node missing a level, where a victim
+    runs or that a reservation holds, is a block of its own: the rule "no eviction for
+    nothing" and held capacity count pods node by node), the nodes of one *pattern* — which static
     candidate lists (readiness, taints, selectors, affinity, GPU model, layout, required
     domains: :meth:`~gangplan.solver.state.ClusterState.candidates`) of the items counted
     per block hold the node — and a single-node block for each node an item counted per

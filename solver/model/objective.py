@@ -590,6 +590,8 @@ def _expected_fragmentation(
         -const,
         upper=const,  # the entry is never positive: expr + const ≤ 0
     )
+
+
 def _growth_spread(
     ix: Index, v: Variables, group: int, level: str, base: list[str]
 ) -> cp_model.LinearExprT:
