@@ -9,10 +9,11 @@ selectors, affinity, tolerations and GPU models: Volcano's ``preempt`` only look
 that pass the preemptor's predicates), lowest priority first, then the most recently
 admitted (Kueue's candidate order; Volcano's ``preempt`` also takes the lowest priority
 first) — and evicts them one at a time, whole (an elastic gang: its pods above
-``min_member``, one pod at a time, the most recently admitted first), until the gang fits (none if it fits as it is); it is then placed by the
-``greedy`` baseline's rule (binpack). If it never fits, nothing of the round is evicted
-(as Volcano does since github.com/volcano-sh/volcano pull request #5011: the statement is
-discarded unless the preemptor is assigned).
+``min_member``, one pod at a time, the most recently admitted first), until the gang fits
+(none if it fits as it is); it is then placed by the ``greedy`` baseline's rule (binpack).
+If it never fits, nothing of the round is evicted (as Volcano does since
+github.com/volcano-sh/volcano pull request #5011: the statement is discarded unless the
+preemptor is assigned).
 
 Then the victims of the round are offered back one by one, the last evicted first, and
 every one that fits beside what is placed stays. With ``reprieve`` (Kueue's

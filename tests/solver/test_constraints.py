@@ -489,6 +489,7 @@ CASES = {
         bad=lambda t: [(t.stay("v"), 0), (t.stay("u"), 0)],
         good=lambda t: [(t.stay("v"), 0), (t.stay("u"), 1), (t.x("vmv", "n2"), 1)],
         moves=MoveSpec({"default/v": "default/vmv", "default/u": "default/umv"}, max_gangs=1),
+    ),
     # reservations: big (4 GPUs) holds n1's 4 GPUs from t=1000 (clock 700, nothing running:
     # room = 4 free + 0 released - 4 held = 0). s (1 GPU, no expected duration) may not
     # backfill it: s on n1 is infeasible, s on n2 feasible.
