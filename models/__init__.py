@@ -11,12 +11,16 @@ Every public name is exported here; the modules:
 - ``limits``: the bounds on sizes that no real cluster reaches (``MAX_NODES``, ...);
 - ``instance``: the instance file's schema and its expansion into a snapshot;
 - ``preemption``: who may evict whom (``PreemptionRules``, ``RunningGang``);
+- ``reservation``: capacity held for starving gangs, and who may backfill it
+  (``Reservation``, ``ReservationRules``);
+- ``elastic``: a running elastic gang's room to grow (``growth_gang``, ``growing_nodes``);
 - ``plan``: the plan a cycle returns;
 - ``moves``: a move plan in waves (``gangplan replan``).
 """
 
 from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key
 from gangplan.models.checks import Problem, SnapshotError
+from gangplan.models.elastic import growing_nodes, growth_gang
 from gangplan.models.free import NodeFree, PodHold
 from gangplan.models.instance import (
     InstanceError,
@@ -57,6 +61,12 @@ from gangplan.models.plan import (
 )
 from gangplan.models.preemption import PreemptionKind, PreemptionRules, RunningGang
 from gangplan.models.quantity import QuantityError, ResourceList, format_quantity, parse_quantity
+from gangplan.models.reservation import (
+    HeldNode,
+    Reservation,
+    ReservationRules,
+    ReservationSettings,
+)
 from gangplan.models.snapshot import (
     DeviceLayout,
     Gang,
@@ -97,6 +107,7 @@ __all__ = [
     "Gang",
     "GangMove",
     "GangOutcome",
+    "HeldNode",
     "InstanceError",
     "InstanceFile",
     "JointPolicy",
@@ -126,6 +137,9 @@ __all__ = [
     "Queue",
     "QueuePreemption",
     "ReasonFamily",
+    "Reservation",
+    "ReservationRules",
+    "ReservationSettings",
     "ResourceList",
     "ResourceNames",
     "Role",
@@ -143,6 +157,8 @@ __all__ = [
     "WorkloadShape",
     "format_quantity",
     "gang_key",
+    "growing_nodes",
+    "growth_gang",
     "instance_from_snapshot",
     "load_instance",
     "parse_quantity",

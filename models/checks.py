@@ -67,6 +67,32 @@ def snapshot_problems(s: Snapshot) -> Iterator[Problem]:
     yield from _gpu_model_problems(s)
     yield from _running_problems(s)
     yield from _workload_problems(s)
+    yield from _reservation_problems(s)
+
+
+def _reservation_problems(s: Snapshot) -> Iterator[Problem]:
+    """A reservation names a pending gang of the snapshot (one reservation each) and nodes
+    of the snapshot, each node held by one reservation only."""
+    seen_gangs: set[str] = set()
+    held_by: dict[str, str] = {}
+    for i, res in enumerate(s.reservations):
+        path = f"reservations[{i}]"
+        if res.key not in s.gang_by_key:
+            yield Problem(f"{path}.gang", f"{res.key!r} is not a pending gang of the snapshot")
+        elif res.key in seen_gangs:
+            yield Problem(f"{path}.gang", f"{res.key!r} has a reservation already")
+        seen_gangs.add(res.key)
+        for j, h in enumerate(res.held):
+            where = f"{path}.held[{j}].node"
+            if h.node not in s.node_by_name:
+                yield Problem(where, f"unknown node {h.node!r}")
+            elif h.node in held_by and held_by[h.node] != res.key:
+                yield Problem(
+                    where,
+                    f"node {h.node!r} is held for {held_by[h.node]!r} already "
+                    "(accepted: each node held by one reservation)",
+                )
+            held_by.setdefault(h.node, res.key)
 
 
 def _listing(names: list[str], limit: int = 8) -> str:

@@ -45,6 +45,7 @@ from gangplan.models.limits import (
     too_many,
 )
 from gangplan.models.quantity import ResourceList
+from gangplan.models.reservation import Reservation, ReservationSettings
 from gangplan.models.snapshot import (
     DeviceLayout,
     Gang,
@@ -147,6 +148,8 @@ class InstanceFile(Frozen):
     running: tuple[RunningEntry, ...] = ()
     preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
     workload: tuple[WorkloadShape, ...] = ()
+    reservation: ReservationSettings = Field(default_factory=ReservationSettings)
+    reservations: tuple[Reservation, ...] = ()
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -176,6 +179,8 @@ class InstanceFile(Frozen):
             "running": running,
             "preemption": self.preemption.model_dump(),
             "workload": [w.model_dump() for w in self.workload],
+            "reservation": self.reservation.model_dump(),
+            "reservations": [r.model_dump() for r in self.reservations],
             "metadata": self.metadata,
         }
         try:

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, NonNegativeInt
 
 from gangplan.models.base import Frozen, gang_key
+from gangplan.models.reservation import Reservation
 
 __all__ = [
     "Eviction",
@@ -199,6 +200,8 @@ class Plan(Frozen):
     gangs: tuple[GangOutcome, ...] = ()
     pods: tuple[PodPlacement, ...] = ()
     evictions: tuple[Eviction, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    """the capacity the plan held for starving gangs (:mod:`gangplan.models.reservation`)"""
     summary: PlanSummary | None = None
 
     def outcome(self, key: str) -> GangOutcome | None:

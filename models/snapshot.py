@@ -65,6 +65,7 @@ from gangplan.models.free import FreeCapacity, NodeFree, derive_free, free_after
 from gangplan.models.limits import RoleCount
 from gangplan.models.preemption import PreemptionRules
 from gangplan.models.quantity import CPU, MEMORY, ResourceList
+from gangplan.models.reservation import Reservation, ReservationRules, ReservationSettings
 
 __all__ = [
     "DeviceLayout",
@@ -440,7 +441,10 @@ class Gang(Frozen):
     accepted for GPU pods (empty: any). ``joint``: how RDMA NICs pair with GPUs
     (DESIGN.md, joint allocation). ``creation_time`` in seconds (any epoch).
     ``preemption_policy``: its PriorityClass's ``preemptionPolicy``; ``Never`` keeps it from
-    evicting anyone, whatever its queue allows.
+    evicting anyone, whatever its queue allows. ``expected_duration_s``: how long it is
+    expected to run once started (s; a user's estimate, or Kubernetes
+    ``activeDeadlineSeconds``), what backfilling onto held capacity needs
+    (:mod:`gangplan.models.reservation`); None: unknown.
     """
 
     name: K8sName
@@ -454,6 +458,7 @@ class Gang(Frozen):
     joint: JointPolicy = "none"
     gpu_models: tuple[Name, ...] = ()
     preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
+    expected_duration_s: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     @property
     def key(self) -> str:
@@ -508,6 +513,9 @@ class RunningPod(Frozen):
     ``gangplan.io/preemptible: "false"``, Volcano ``volcano.sh/preemptable: "false"``,
     Koordinator's ``koordinator.sh/preemptible`` label, or a PodDisruptionBudget that allows
     no disruption).
+    ``expected_end``: when the pod is expected to end (s, the same clock; its gang's start
+    plus its expected duration), what reservations count on (:mod:`gangplan.models.
+    reservation`); None: unknown.
     """
 
     name: K8sName
@@ -521,6 +529,7 @@ class RunningPod(Frozen):
     admitted: float | None = Field(None, allow_inf_nan=False)
     min_member: PositiveInt | None = None
     preemptible: bool = True
+    expected_end: float | None = Field(None, allow_inf_nan=False)
 
     @property
     def gang_key(self) -> str | None:
@@ -620,6 +629,9 @@ class Snapshot(Frozen):
         description="pod shapes fragmentation is measured against, with weights; empty: "
         "the snapshot's pending and running pods",
     )
+    reservation: ReservationSettings = Field(default_factory=ReservationSettings)
+    reservations: tuple[Reservation, ...] = ()
+    """capacity held for starving gangs this cycle (:mod:`gangplan.models.reservation`)"""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -774,6 +786,12 @@ class Snapshot(Frozen):
         """Who may evict whom in this snapshot (:class:`~gangplan.models.preemption.
         PreemptionRules`), built once."""
         return PreemptionRules(self)
+
+    @cached_property
+    def reservation_rules(self) -> ReservationRules:
+        """What the snapshot's reservations allow (:class:`~gangplan.models.reservation.
+        ReservationRules`), built once."""
+        return ReservationRules(self)
 
     def warnings(self) -> list[str]:
         """Inconsistencies that are not errors, each naming the node and resource or label."""

@@ -8,6 +8,9 @@ recorded under its name in :attr:`Budget.parts`:
 ``context``
     snapshot indexing: the topology, fair shares, node index, FGD's workload and the first
     :class:`~gangplan.solver.state.ClusterState`;
+``reservations``
+    the reservation step (reservations on only: :mod:`gangplan.solver.reservation`; wall
+    time only, its work is not counted in deterministic mode);
 ``baseline.NAME``
     each baseline placer, cheapest first (:data:`~gangplan.solver.baselines.EXPECTED_COST`);
     a baseline whose predicted cost does not fit what is left is skipped, and the notes say so;

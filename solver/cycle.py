@@ -21,6 +21,11 @@ With preemption on (``Snapshot.preemption.enabled``) each baseline is followed b
 preemption of :mod:`gangplan.solver.preemption` (inside the baseline's part), and the plans
 carry evictions.
 
+With reservations on (``Snapshot.reservation.enabled``) the cycle first gives starving gangs
+their reservations (:mod:`gangplan.solver.reservation`); every placer respects the held
+capacity, the plan carries the reservations, and a reserved gang's pending reason says where
+and from when.
+
 The result reports the time each part took (``CycleResult.parts``, the plan summary's
 ``parts``). It never raises for "nothing fits": an empty plan with reasons is a valid answer.
 """
@@ -44,6 +49,7 @@ from gangplan.solver.budget import Budget, SearchStop, gc_paused, interruptible
 from gangplan.solver.context import CycleContext
 from gangplan.solver.preemption import REPRIEVE, greedy_preemption
 from gangplan.solver.reasons import ExactCheck, explain_pending
+from gangplan.solver.reservation import place_with_holds, reserved_context
 from gangplan.solver.result import CycleResult, CycleStatus, SolverConfig, assemble_plan
 from gangplan.solver.score import Score, score
 from gangplan.solver.verify import verify
@@ -113,7 +119,9 @@ def _finish(
             ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget
         )
     budget.charge("reasons", units=ctx.meter.units - before + len(pending))
-    plan = assemble_plan(ctx.snapshot, pods, reasons, evictions=evictions or [])
+    plan = _with_reservations(
+        ctx.snapshot, assemble_plan(ctx.snapshot, pods, reasons, evictions=evictions or [])
+    )
     if tiers:
         # report the returned plan's own values (the model's may be looser, e.g. a spread
         # counted from an untightened 'uses' variable); keep bound, gap and status
@@ -138,6 +146,25 @@ def _finish(
     return plan.model_copy(update={"summary": summary})
 
 
+def _with_reservations(snapshot: Snapshot, plan: Plan) -> Plan:
+    """``plan`` carrying the snapshot's reservations, each reserved pending gang's reason
+    saying where and from when."""
+    if not snapshot.reservations:
+        return plan
+    now = snapshot.preemption_rules.now
+    by_key = {r.key: r for r in snapshot.reservations}
+    outcomes = []
+    for o in plan.gangs:
+        res = by_key.get(o.key)
+        if res is not None and o.reason is not None:
+            note = f"; reserved: {res.describe(now)}"
+            o = o.model_copy(
+                update={"reason": o.reason.model_copy(update={"message": o.reason.message + note})}
+            )
+        outcomes.append(o)
+    return plan.model_copy(update={"gangs": tuple(outcomes), "reservations": snapshot.reservations})
+
+
 def run_baseline(snapshot: Snapshot, name: str, previous: Plan | None = None) -> CycleResult:
     """Run one baseline placer by name (``greedy``, ``topology-fit``, ``fgd``)."""
     budget = Budget(float("inf"))
@@ -156,6 +183,8 @@ def run_baseline_in(ctx: CycleContext, name: str, previous: Plan | None = None) 
 def _baseline_in(
     ctx: CycleContext, name: str, previous: Plan | None, budget: Budget
 ) -> CycleResult:
+    with budget.part("reservations"):
+        ctx = reserved_context(ctx)
     with budget.part(f"baseline.{name}"):
         pods, evictions = _baseline(ctx, name)
     with budget.part("check"):
@@ -178,7 +207,7 @@ def _baseline_in(
 
 def _baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Eviction]]:
     """One baseline's pods, then (preemption on) its greedy preemption's pods and evictions."""
-    pods = BASELINES[name](ctx)
+    pods = place_with_holds(ctx, BASELINES[name])
     return greedy_preemption(ctx, pods, reprieve=REPRIEVE.get(name, True))
 
 
@@ -293,6 +322,8 @@ def _solve(
 ) -> CycleResult:
     from gangplan.solver.model.builder import gang_fits, solve_model
 
+    with budget.part("reservations"):
+        ctx = reserved_context(ctx)
     notes: list[str] = []
     inc = _incumbent(ctx, previous, cfg, budget, notes)
     keep = cfg.reason_share * budget.limit

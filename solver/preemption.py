@@ -9,10 +9,11 @@ selectors, affinity, tolerations and GPU models: Volcano's ``preempt`` only look
 that pass the preemptor's predicates), lowest priority first, then the most recently
 admitted (Kueue's candidate order; Volcano's ``preempt`` also takes the lowest priority
 first) — and evicts them one at a time, whole (an elastic gang: its pods above
-``min_member``), until the gang fits (none if it fits as it is); it is then placed by the
-``greedy`` baseline's rule (binpack). If it never fits, nothing of the round is evicted
-(as Volcano does since github.com/volcano-sh/volcano pull request #5011: the statement is
-discarded unless the preemptor is assigned).
+``min_member``, one pod at a time, the most recently admitted first), until the gang fits
+(none if it fits as it is); it is then placed by the ``greedy`` baseline's rule (binpack).
+If it never fits, nothing of the round is evicted (as Volcano does since
+github.com/volcano-sh/volcano pull request #5011: the statement is discarded unless the
+preemptor is assigned).
 
 Then the victims of the round are offered back one by one, the last evicted first, and
 every one that fits beside what is placed stays. With ``reprieve`` (Kueue's
@@ -139,9 +140,18 @@ def _candidates(
         left = [p for p in rg.pods if (p.namespace, p.name) not in evicted]
         if len(left) < rg.size:
             continue  # already a victim this cycle
-        take = sorted(left, key=lambda p: p.name)[rg.min_member :] if rg.elastic else left
-        if take and any(p.node in usable for p in take):
-            out.append(_Step(rg, take))
+        if not rg.elastic:
+            if any(p.node in usable for p in left):
+                out.append(_Step(rg, left))
+            continue
+        # an elastic gang gives back its pods above min_member one at a time, the newest
+        # first (Volcano's preempt takes victims task by task), so a gang that needs one
+        # pod's room takes one
+        newest = sorted(
+            left,
+            key=lambda p: (-(p.admitted if p.admitted is not None else float("-inf")), p.name),
+        )
+        out += [_Step(rg, [p]) for p in newest[: rg.size - rg.min_member] if p.node in usable]
     out.sort(
         key=lambda st: (
             st.victim.priority,

@@ -22,7 +22,9 @@ benchmark — goes through it. Entries, in order:
    ``locality.preferred`` minus the sum, over gangs (and roles) with a ``preferred`` level,
    of domains of that level used minus one; then ``locality.{level}`` for each level top
    down and ``locality.node``: minus the sum over the other gangs of domains used minus one.
-   A node that joins no domain of a level counts as a domain of its own there;
+   A node that joins no domain of a level counts as a domain of its own there. A growth
+   gang (a running elastic gang's room to grow, ``models/elastic.py``) counts the domains
+   its new pods add to those of its running pods, from its first new pod;
 
 3. fragmentation (objective 3):
    ``fragmentation.expected`` minus FGD's expected fragmentation after the plan (Weng et
@@ -65,7 +67,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import total_ordering
 
-from gangplan.models import GPU_MILLI, Plan, RunningPod, Snapshot
+from gangplan.models import GPU_MILLI, Plan, RunningPod, Snapshot, growing_nodes
 from gangplan.models.quantity import CPU
 from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.solver.fragmentation import Workload, shape_fragmentation
@@ -248,13 +250,19 @@ def score(
 
     preferred = 0
     per_level = {lv: 0 for lv in topo.all_levels}
+    growing = growing_nodes(snapshot)
     for key, placed in pods_by_gang.items():
         gang = gangs[key]
-        if len(placed) < 2:
+        base = growing.get(key, [])
+        if len(placed) < 2 and not base:
             continue
         pref = gang.topology.preferred if gang.topology else None
         for lv in topo.all_levels:
-            spread = _domains_used(topo, [n for _, n in placed], lv) - 1
+            # a growth gang: the domains its new pods add to its running pods' (the whole
+            # gang's count less a constant no plan changes; models/elastic.py)
+            spread = _domains_used(topo, [*base, *(n for _, n in placed)], lv) - (
+                _domains_used(topo, base, lv) if base else 1
+            )
             if lv == pref:
                 preferred -= spread
             else:

@@ -9,7 +9,8 @@ valid).
 Free amounts are the snapshot's: allocatable minus running pods, clamped at zero (an
 overfull node is the snapshot's warning, not the plan's violation); the running pods a plan
 evicts hold nothing (:meth:`Snapshot.free_after <gangplan.models.Snapshot.free_after>`).
-The checks of evictions themselves live in :mod:`gangplan.solver.verify_evictions`.
+The checks of evictions themselves live in :mod:`gangplan.solver.verify_evictions`, those of
+held capacity in :mod:`gangplan.solver.verify_reservations`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gangplan.models import (
     format_quantity,
 )
 from gangplan.solver.verify_evictions import EVICTION_CHECKS
+from gangplan.solver.verify_reservations import RESERVATION_CHECKS
 from gangplan.topology import NODE_LEVEL, Topology, build_topology
 
 __all__ = ["CHECKS", "Violation", "check_outcomes", "verify"]
@@ -474,6 +476,7 @@ CHECKS: tuple[Callable[[_Ctx], Iterator[Violation]], ...] = (
     check_joint_allocation,
     check_queue_max,
     *(_violations(check) for check in EVICTION_CHECKS),
+    *(_violations(check) for check in RESERVATION_CHECKS),
 )
 
 

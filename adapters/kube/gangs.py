@@ -337,6 +337,10 @@ class GangAssembler:
         }
         if any(p.preemption_policy == "Never" for p in m.pending):
             gang["preemption_policy"] = "Never"
+        deadlines = [p.deadline for p in m.pending if p.deadline is not None]
+        if deadlines and len(deadlines) == len(m.pending):
+            # every pod bounded by activeDeadlineSeconds: the gang ends by the largest
+            gang["expected_duration_s"] = max(deadlines)
         if topo is not None:
             gang["topology"] = topo.model_dump(exclude_none=True)
         for role in roles:
@@ -483,6 +487,9 @@ class GangAssembler:
             "admitted": p.started,
             "min_member": minimum if minimum is not None and minimum > 0 else None,
             "preemptible": p.preemptible,
+            "expected_end": None
+            if p.started is None or p.deadline is None
+            else p.started + p.deadline,
         }
         return Draft(data, p.source, "Pod", who)
 

@@ -202,6 +202,9 @@ class PodReader:
         pod.preemption_policy = self._priorities.policy(
             spec.preemption_policy, spec.priority_class_name or priority_class
         )
+        deadline = getattr(spec, "active_deadline_seconds", None)
+        if isinstance(deadline, int) and deadline > 0:
+            pod.deadline = float(deadline)
         kueue_class = labels.get(LABEL_KUEUE_PRIORITY) or wl_labels.get(LABEL_KUEUE_PRIORITY)
         if kueue_class:
             value = self._priorities.workload_class(kueue_class)

@@ -142,6 +142,9 @@ class PodInfo:
     """``status.startTime`` (a running pod), seconds since the Unix epoch"""
     preemption_policy: str | None = None
     """``spec.preemptionPolicy``, else its PriorityClass's (``Never``: it never preempts)"""
+    deadline: float | None = None
+    """``spec.activeDeadlineSeconds``: how long it may run (s), its expected duration for
+    backfilling onto reserved capacity (:mod:`gangplan.models.reservation`)"""
     preemptible: bool = True
     preemptible_why: str = ""
     """why not, when not (:mod:`gangplan.adapters.kube.disruption`)"""

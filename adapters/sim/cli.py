@@ -95,6 +95,25 @@ def _slowdowns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
         raise click.BadParameter(str(err)) from None
 
 
+def _reserve_afters(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
+    out: list[float | None] = []
+    for v in value:
+        if v.strip().lower() in ("off", "none"):
+            out.append(None)
+        else:
+            out.append(_seconds(v, zero_ok=True))
+    return tuple(dict.fromkeys(out)) or (None,)
+
+
+def _policy_name(slowdown: Any, reserve_after: float | None, elastic: bool = False) -> str:
+    parts = [] if slowdown.off else [f"slow({slowdown.label})"]
+    if reserve_after is not None:
+        parts.append(f"reserve({reserve_after:g}s)")
+    if elastic:
+        parts.append("elastic")
+    return "+".join(parts) or "base"
+
+
 @click.command("simulate")
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -149,6 +168,27 @@ def _slowdowns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     help="spread slowdown: off, or leaf=F,spine=G[,source=TEXT] (each a policy; repeat to "
     "sweep; default off)",
 )
+@click.option(
+    "--reserve-after",
+    "reserve_afters",
+    multiple=True,
+    callback=_reserve_afters,
+    help="reservations with backfill for gangs pending longer than this (s, or 10m), or off "
+    "(repeat to sweep, e.g. --reserve-after off --reserve-after 10m; default off)",
+)
+@click.option(
+    "--estimates",
+    type=click.Choice(["none", "exact"]),
+    default="none",
+    show_default=True,
+    help="jobs' expected durations for backfill: none, or exact (the trace's, a perfect estimate)",
+)
+@click.option(
+    "--elastic",
+    is_flag=True,
+    help="multi-GPU jobs are elastic gangs, minimum half their GPUs: they grow into free "
+    "GPUs and shrink when others wait (rate linear in size, work conserved)",
+)
 @click.option("--ray", "ray_address", default=None, help="run the sweep on Ray (local: start one)")
 @click.option(
     "--workers", type=click.IntRange(1, 256), default=None, help="worker processes (at most 256)"
@@ -187,6 +227,9 @@ def simulate(
     first_seed: int,
     out: Path,
     slowdowns: tuple[Any, ...],
+    reserve_afters: tuple[float | None, ...],
+    estimates: str,
+    elastic: bool,
     ray_address: str | None,
     workers: int | None,
     time_limit: float,
@@ -225,9 +268,13 @@ def simulate(
         jitter_s=jitter,
         verify=verify,
         horizon_s=horizon,
+        estimates=estimates,
+        elastic=elastic,
     )
     policies = [
-        Policy("base" if s.off else f"slow({s.label})", (("slowdown", s),)) for s in slowdowns
+        Policy(_policy_name(s, ra, elastic), (("slowdown", s), ("reserve_after_s", ra)))
+        for s in slowdowns
+        for ra in reserve_afters
     ]
     configs = sweep_configs(
         base, placers or ("greedy",), range(first_seed, first_seed + seeds), policies

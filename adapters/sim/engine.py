@@ -50,10 +50,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gangplan.adapters.sim.elastic import elastic_job, elastic_queue
 from gangplan.adapters.sim.jobs import SimInput, SimJob
 from gangplan.adapters.sim.placers import CycleInput, Placer, make_placer
 from gangplan.adapters.sim.speed import Slowdown, SpeedModel, SpreadSpeed
-from gangplan.models import GPU_MILLI, PodPlacement, RunningPod, Snapshot
+from gangplan.models import (
+    GPU_MILLI,
+    Eviction,
+    Gang,
+    PodPlacement,
+    PreemptionSettings,
+    ReservationSettings,
+    RunningPod,
+    Snapshot,
+    growth_gang,
+)
 from gangplan.solver.fairness import fair_shares
 from gangplan.solver.metrics import jain_index
 from gangplan.solver.verify import verify
@@ -87,6 +98,12 @@ class SimConfig:
     :func:`gangplan.solver.verify.verify`. ``validate_snapshots``: build every cycle's
     snapshot with full validation. ``skip_unchanged``: skip ticks without change.
     ``horizon_s``: stop at this simulated time (None: when everything has run).
+    ``reserve_after_s``: reservations with backfill for gangs pending longer than this
+    (:mod:`gangplan.solver.reservation`; None: off). ``estimates``: what jobs declare as
+    their expected duration — ``none`` (nothing: the traces record no estimate, so nothing
+    is backfilled onto held capacity) or ``exact`` (the trace duration, a perfect estimate:
+    an upper bound on what backfilling can do). ``elastic``: multi-GPU jobs are elastic
+    gangs with a minimum of half their GPUs (:mod:`gangplan.adapters.sim.elastic`).
     """
 
     placer: str = "greedy"
@@ -103,8 +120,17 @@ class SimConfig:
     validate_snapshots: bool = False
     skip_unchanged: bool = True
     horizon_s: float | None = None
+    reserve_after_s: float | None = None
+    estimates: str = "none"
+    elastic: bool = False
 
     def __post_init__(self) -> None:
+        if self.estimates not in ("none", "exact"):
+            raise ValueError(f"estimates must be none or exact ({self.estimates!r})")
+        if self.reserve_after_s is not None and not (
+            self.reserve_after_s >= 0 and math.isfinite(self.reserve_after_s)
+        ):
+            raise ValueError(f"reserve_after must be finite and >= 0 ({self.reserve_after_s})")
         if not (self.period_s > 0 and math.isfinite(self.period_s)):
             raise ValueError(f"period must be a finite number of seconds > 0 ({self.period_s})")
         if self.jitter_s < 0 or not math.isfinite(self.jitter_s):
@@ -132,6 +158,12 @@ class JobRecord:
     leaves: int = 0
     spines: int = 0
     factor: float = 1.0
+    min_pods: int | None = None
+    """an elastic job's minimum (pods); None: not elastic"""
+    max_pods: int = 0
+    """the most pods it ran with at once"""
+    resizes: int = 0
+    """times it grew or shrank while running"""
 
     @property
     def wait(self) -> float | None:
@@ -154,6 +186,8 @@ class CycleRecord:
     admitted: int
     status: str
     busy_gpus: float
+    reserved: int = 0
+    """gangs holding a reservation in this cycle's plan"""
 
 
 @dataclass(frozen=True)
@@ -228,6 +262,8 @@ class RunningJob:
     work_left: float
     since: float
     version: int = 0
+    roles: dict[str, str] = field(default_factory=dict)
+    """pod name -> role name (elastic jobs grow and shrink by pod)"""
 
     @property
     def end(self) -> float:
@@ -325,6 +361,15 @@ class Simulation:
             f: getattr(c, f) for f in Snapshot.model_fields if f not in ("gangs", "running")
         }
         self._static["nodes"] = tuple(nodes)
+        if cfg.elastic:
+            # shrinking is preemption's elastic victims: on, for elastic pods only (_bind)
+            pre: PreemptionSettings = self._static["preemption"]
+            self._static["preemption"] = pre.model_copy(update={"enabled": True})
+            self._static["queues"] = tuple(elastic_queue(q) for q in c.queues)
+        if cfg.reserve_after_s is not None:
+            self._static["reservation"] = ReservationSettings(
+                enabled=True, reserve_after_s=cfg.reserve_after_s
+            )
         self._node_view = Snapshot.model_construct(**self._static, gangs=(), running=())
 
     # ------------------------------------------------------------------ the loop
@@ -361,13 +406,13 @@ class Simulation:
                 i += 1
                 changed = True
             bound = False
-            if self._pending and (changed or not cfg.skip_unchanged):
+            if self._wants() and (changed or not cfg.skip_unchanged):
                 bound = self._cycle(now)
             changed = bound
             upcoming = [self._next_end()]
             if i < len(arrivals):
                 upcoming.append(arrivals[i].arrival)
-            if self._pending and (bound or not cfg.skip_unchanged):
+            if self._wants() and (bound or not cfg.skip_unchanged):
                 upcoming.append(now + cfg.period_s)
             nxt = min(upcoming)
             if nxt == math.inf or (not self._running and i == len(arrivals)):
@@ -399,6 +444,18 @@ class Simulation:
     def _arrivals(self) -> list[SimJob]:
         cfg = self.config
         jobs = list(self.inp.jobs)
+        if cfg.elastic:
+            jobs = [elastic_job(j, self.inp.cluster.gpu) for j in jobs]
+        if cfg.estimates == "exact":
+            # a perfect estimate: the trace duration (at least 1 s, as a Gang requires > 0)
+            jobs = [
+                replace(
+                    j,
+                    expected_duration=(d := max(1.0, j.duration)),
+                    gang=j.gang.model_copy(update={"expected_duration_s": d}),
+                )
+                for j in jobs
+            ]
         if cfg.jitter_s > 0:
             rng = random.Random(cfg.seed)
             jobs = [
@@ -420,23 +477,55 @@ class Simulation:
                 duration=j.duration,
                 row=j.row,
                 status="pending",
+                min_pods=j.gang.min_size if j.gang.elastic else None,
             )
         return jobs
 
     # ------------------------------------------------------------------ one cycle
 
-    def _snapshot(self) -> Snapshot:
+    def _snapshot(self, now: float) -> Snapshot:
         if self._pods is None:
             self._pods = tuple(p for run in self._running.values() for p in run.pods)
-        gangs = tuple(p.job.gang for p in self._pending.values())
+        gangs = tuple(p.job.gang for p in self._pending.values()) + self._growth()
+        # the cycle's clock (reservations count waits and expected ends on it)
+        settings: PreemptionSettings = self._static["preemption"]
+        clock = {**self._static, "preemption": settings.model_copy(update={"now": now})}
         if self.config.validate_snapshots:
-            return Snapshot(**self._static, gangs=gangs, running=self._pods)
-        return Snapshot.model_construct(**self._static, gangs=gangs, running=self._pods)
+            return Snapshot(**clock, gangs=gangs, running=self._pods)
+        return Snapshot.model_construct(**clock, gangs=gangs, running=self._pods)
+
+    def _wants(self) -> bool:
+        """Is there anything a cycle could admit: a pending gang, or a running elastic job
+        below its full size?"""
+        return bool(self._pending) or any(
+            r.job.gang.elastic and len(r.pods) < r.job.gang.size for r in self._running.values()
+        )
+
+    def _growth(self) -> tuple[Gang, ...]:
+        """The growth gangs of the running elastic jobs below their full size
+        (:func:`gangplan.models.growth_gang`): the missing pods, named by the free indices."""
+        out = []
+        for run in self._running.values():
+            gang = run.job.gang
+            if not gang.elastic or len(run.pods) >= gang.size:
+                continue
+            used = {p.name for p in run.pods}
+            counts: dict[str, int] = {}
+            for p in run.pods:
+                counts[run.roles[p.name]] = counts.get(run.roles[p.name], 0) + 1
+            names = {
+                r.name: [n for i in range(r.count) if (n := r.pod_name(gang.name, i)) not in used]
+                for r in gang.roles
+            }
+            grow = growth_gang(gang, counts, names)
+            if grow is not None:
+                out.append(grow)
+        return tuple(out)
 
     def _cycle(self, now: float) -> bool:
         """Plan one cycle at ``now`` and bind what it admits; True if it bound a gang."""
         assert self.placer is not None
-        snap = self._snapshot()
+        snap = self._snapshot(now)
         cycle = CycleInput(
             now=now,
             snapshot=snap,
@@ -457,13 +546,22 @@ class Simulation:
         by_gang: dict[str, list[PodPlacement]] = {}
         for p in plan.pods:
             by_gang.setdefault(p.gang_key, []).append(p)
+        if plan.evictions:
+            self._shrink(now, plan.evictions)
         admitted = 0
         for outcome in plan.gangs:
             key = outcome.key
-            if outcome.admitted and key in self._pending:
+            if outcome.admitted and key in self._running:
+                self._grow(now, self._running[key], by_gang.get(key, []))
+                admitted += 1
+            elif outcome.admitted and key in self._pending:
                 self._bind(now, self._pending.pop(key).job, by_gang.get(key, []))
                 admitted += 1
-            elif outcome.reason is not None and outcome.reason.kind == "never_fits":
+            elif (
+                outcome.reason is not None
+                and outcome.reason.kind == "never_fits"
+                and key in self._pending
+            ):
                 del self._pending[key]
                 self._records[key] = replace(self._records[key], status="never_fits")
         self._sample_shares(now, snap, by_gang)
@@ -475,18 +573,23 @@ class Simulation:
                 admitted=admitted,
                 status=result.status.value,
                 busy_gpus=self._busy / GPU_MILLI,
+                reserved=sum(1 for r in plan.reservations if r.key in self._pending),
             )
         )
         if self.progress is not None:
             self.progress(now, len(self._pending), len(self._running))
         return admitted > 0
 
-    def _bind(self, now: float, job: SimJob, pods: list[PodPlacement]) -> None:
+    def _running_pods(
+        self, now: float, job: SimJob, pods: list[PodPlacement]
+    ) -> tuple[RunningPod, ...]:
         gang = job.gang
         roles = {r.name: r for r in gang.roles}
+        expected_end = None if job.expected_duration is None else now + job.expected_duration
+        elastic = gang.elastic
         # model_construct: the role's requests are already in base units (a validating
         # constructor would read 1000 milli-GPU as a quantity of 1000 GPUs)
-        running = tuple(
+        return tuple(
             RunningPod.model_construct(
                 name=p.pod,
                 namespace=p.namespace,
@@ -496,27 +599,95 @@ class Simulation:
                 node=p.node,
                 requests=roles[p.role].requests,
                 devices=(*p.gpus, *p.nics),
+                admitted=now,
+                min_member=gang.min_size if elastic else None,
+                # elastic mode: only elastic jobs' pods may be taken back (shrink)
+                preemptible=elastic or not self.config.elastic,
+                expected_end=expected_end,
             )
             for p in pods
         )
+
+    def _bind(self, now: float, job: SimJob, pods: list[PodPlacement]) -> None:
+        gang = job.gang
+        running = self._running_pods(now, job, pods)
         leaves, spines = _extent(self._node_view, {p.node for p in pods})
         assert self.speed is not None
         rate = self.speed.rate(len(pods), gang.size, leaves, spines)
         run = RunningJob(job, now, running, leaves, spines, rate, job.duration, now)
+        run.roles = {p.pod: p.role for p in pods}
         self._running[gang.key] = run
         self._pods = None
         self._push(run)
         gpu = self.inp.cluster.gpu
         self._busy += sum(p.requests.get(gpu, 0) for p in running)
         self._util.append((now, self._busy))
+        rec = self._records[gang.key]
         self._records[gang.key] = replace(
-            self._records[gang.key],
+            rec,
             status="running",
-            start=now,
+            start=rec.start if rec.start is not None else now,  # a requeued job: its first
             leaves=leaves,
             spines=spines,
             factor=1.0 / rate if rate > 0 else math.inf,
+            max_pods=max(rec.max_pods, len(running)),
         )
+
+    def _resized(self, now: float, run: RunningJob) -> None:
+        """After ``run``'s pods changed at ``now``: its extent, rate (work conserved) and
+        completion event, the busy GPUs and the job's record."""
+        assert self.speed is not None
+        leaves, spines = _extent(self._node_view, {p.node for p in run.pods})
+        run.leaves, run.spines = leaves, spines
+        run.set_rate(now, self.speed.rate(len(run.pods), run.job.gang.size, leaves, spines))
+        self._push(run)
+        self._pods = None
+        gpu = self.inp.cluster.gpu
+        self._busy = sum(p.requests.get(gpu, 0) for r in self._running.values() for p in r.pods)
+        self._util.append((now, self._busy))
+        rec = self._records[run.job.gang.key]
+        self._records[run.job.gang.key] = replace(
+            rec,
+            leaves=max(rec.leaves, leaves),
+            spines=max(rec.spines, spines),
+            max_pods=max(rec.max_pods, len(run.pods)),
+            resizes=rec.resizes + 1,
+        )
+
+    def _grow(self, now: float, run: RunningJob, pods: list[PodPlacement]) -> None:
+        """New pods of a running elastic job (its growth gang admitted); the others stay."""
+        if not pods:
+            return
+        run.pods = (*run.pods, *self._running_pods(now, run.job, pods))
+        run.roles.update({p.pod: p.role for p in pods})
+        self._resized(now, run)
+
+    def _shrink(self, now: float, evictions: tuple[Eviction, ...]) -> None:
+        """Remove the evicted pods; a job left with none goes back to pending with its
+        remaining work (module docstring of :mod:`gangplan.adapters.sim.elastic`)."""
+        gone: dict[str, set[str]] = {}
+        for e in evictions:
+            if e.gang is not None:
+                gone.setdefault(f"{e.namespace}/{e.gang}", set()).add(e.pod)
+        for key, names in gone.items():
+            run = self._running.get(key)
+            if run is None:
+                continue
+            run.pods = tuple(p for p in run.pods if p.name not in names)
+            if run.pods:
+                self._resized(now, run)
+                continue
+            run.set_rate(now, 0.0)  # the work done so far is kept
+            del self._running[key]
+            self._pods = None
+            job = replace(run.job, duration=run.work_left)
+            self._pending[key] = _Pending(job, now)
+            gpu = self.inp.cluster.gpu
+            self._busy = sum(p.requests.get(gpu, 0) for r in self._running.values() for p in r.pods)
+            self._util.append((now, self._busy))
+            self._records[key] = replace(
+                self._records[key], status="pending", resizes=self._records[key].resizes + 1
+            )
 
     def _expected_end(self, run: RunningJob) -> float | None:
         d = run.job.expected_duration

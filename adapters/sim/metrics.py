@@ -20,7 +20,11 @@ sorted values x_0..x_{n-1}, the p-th percentile is x at the fractional rank
   (:func:`gangplan.solver.metrics.jain_index`; Jain, Chiu and Hawe, DEC-TR-301, 1984), its
   mean and lowest over the cycles that had two or more such queues.
 * **Longest wait**: the started job that waited longest (name, queue, GPUs, seconds), and
-  the jobs that never started.
+  the jobs that never started; per gang-size class, the longest wait of its started jobs
+  (``Group.wait_max``: the 33+ GPU class's is what reservation is for).
+* **Reservations**: the cycles whose plan held capacity for a starving gang.
+* **Elastic jobs** (``--elastic``): how many started, the share that ran above their
+  minimum at some time (most pods at once > minimum), and the grow/shrink events.
 * **Cycles**: how many ran, the placer's wall time per cycle (p50, p99, mean, total) and
   their statuses.
 """
@@ -77,6 +81,8 @@ class Group:
     jobs: int
     jct: Stat
     wait: Stat
+    wait_max: float | None = None
+    """the longest wait of a started job of the group"""
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,14 @@ class SimMetrics:
     statuses: dict[str, int]
     slowed_jobs: int
     mean_factor_multi_pod: float | None
+    reserved_cycles: int = 0
+    """cycles whose plan held capacity for a starving gang"""
+    elastic_jobs: int = 0
+    """elastic jobs that started"""
+    elastic_above_min: int = 0
+    """... of which ran above their minimum at some time"""
+    resizes: int = 0
+    """times running elastic jobs grew or shrank"""
 
 
 def time_average(points: Sequence[tuple[float, float]], start: float, end: float) -> float | None:
@@ -147,11 +161,13 @@ def time_average(points: Sequence[tuple[float, float]], start: float, end: float
 
 
 def _group(key: str, records: Sequence[JobRecord]) -> Group:
+    waits = [r.wait for r in records if r.wait is not None]
     return Group(
         key=key,
         jobs=len(records),
         jct=stat(r.jct for r in records if r.jct is not None),
-        wait=stat(r.wait for r in records if r.wait is not None),
+        wait=stat(waits),
+        wait_max=max(waits, default=None),
     )
 
 
@@ -216,4 +232,10 @@ def run_metrics(result: SimResult) -> SimMetrics:
         statuses=dict(Counter(c.status for c in result.cycles)),
         slowed_jobs=sum(1 for f in multi_pod if f > 1.0),
         mean_factor_multi_pod=float(np.mean(multi_pod)) if multi_pod else None,
+        reserved_cycles=sum(1 for c in result.cycles if c.reserved),
+        elastic_jobs=sum(1 for j in started if j.min_pods is not None),
+        elastic_above_min=sum(
+            1 for j in started if j.min_pods is not None and j.max_pods > j.min_pods
+        ),
+        resizes=sum(j.resizes for j in jobs),
     )

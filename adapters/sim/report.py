@@ -103,6 +103,38 @@ METRICS: tuple[Metric, ...] = (
         "longest_wait_job", "... job (GPUs, queue)", "", lambda r: _longest_text(r), kind="text"
     ),
     Metric(
+        "longest_wait_33_s",
+        "longest wait, 33+ GPU gangs",
+        "s",
+        lambda r: _size_wait_max(r, "33+"),
+        "lower",
+    ),
+    Metric(
+        "elastic_above_min",
+        "elastic jobs that ran above their minimum",
+        "%",
+        lambda r: (
+            r.metrics.elastic_above_min / r.metrics.elastic_jobs if r.metrics.elastic_jobs else None
+        ),
+        "higher",
+        "share",
+    ),
+    Metric(
+        "elastic_jobs",
+        "elastic jobs started",
+        "jobs",
+        lambda r: r.metrics.elastic_jobs,
+        kind="count",
+    ),
+    Metric("resizes", "elastic grow/shrink events", "", lambda r: r.metrics.resizes, kind="count"),
+    Metric(
+        "reserved_cycles",
+        "cycles holding a reservation",
+        "",
+        lambda r: r.metrics.reserved_cycles,
+        kind="count",
+    ),
+    Metric(
         "utilisation_window",
         "GPU utilisation, arrival window",
         "%",
@@ -152,6 +184,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("statuses", "cycle statuses", "", lambda r: _statuses(r), kind="text"),
 )
 """Every per-run metric, in report order (definitions: :mod:`gangplan.adapters.sim.metrics`)."""
+
+
+def _size_wait_max(r: Run, label: str) -> float | None:
+    return next((g.wait_max for g in r.metrics.by_size if g.key == label), None)
 
 
 def _longest_text(r: Run) -> str | None:
@@ -378,6 +414,32 @@ def _settings(runs: Sequence[Run]) -> list[str]:
             )
         )
         lines.append(f"- spread slowdown, policy `{policy}`: {what}")
+    for policy, ra in sorted(
+        {(x.result.config.policy, x.result.config.reserve_after_s) for x in runs},
+        key=lambda t: t[0],
+    ):
+        what = (
+            "off"
+            if ra is None
+            else (
+                f"a gang pending longer than {ra:g} s gets a reservation (EASY backfilling: "
+                "one at a time, the domain where it starts earliest given the running jobs' "
+                "expected ends); expected durations: "
+                + (
+                    "none (nothing is backfilled onto held capacity)"
+                    if c.estimates == "none"
+                    else "exact (each job declares its trace duration)"
+                )
+            )
+        )
+        lines.append(f"- reservation, policy `{policy}`: {what}")
+    if c.elastic:
+        from gangplan.adapters.sim.elastic import EFFICIENCY
+
+        lines.append(
+            "- elastic jobs: every job of 2+ GPUs is an elastic gang, minimum half its GPUs; "
+            f"efficiency model {EFFICIENCY}"
+        )
     lines.append(
         f"- plans verified by `gangplan.solver.verify` every cycle: {'yes' if c.verify else 'no'}"
     )

@@ -48,6 +48,7 @@ class Constraints:
         "victims_whole",  # kept(v) ∈ {0} ∪ [min_member, size]; no eligible gang: stay
         "evictions_needed",  # evicted(v) ⇒ ∨ over[v,n,r]: putting v back overflows n
         "moves_replaced",  # replan: admit[copy(v)] = 1 − stay[v]; Σ moved ≤ budget
+        "held_capacity",  # Σ_{i may not backfill R} req·x[i,n] ≤ room(R,n,r)  (reservations)
     )
     """Every family, by name (the method is ``_`` + name); the order does not matter."""
 
@@ -97,6 +98,12 @@ class Constraints:
             if missing:
                 self.m.add(admit == 0)  # a required role has no candidate node
             self.m.add(sum(total) >= gang.min_size * admit)
+
+    def _held_capacity(self) -> None:
+        """Held capacity of reservations (:mod:`~gangplan.solver.model.reservation`)."""
+        from gangplan.solver.model.reservation import add_held_capacity
+
+        add_held_capacity(self.m, self.ix, self.v)
 
     # ------------------------------------------------------------------ capacity
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot
+from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot, growing_nodes
 from gangplan.solver.context import CycleContext
 from gangplan.solver.model.preemption import Victims, find_victims
 from gangplan.solver.result import SolverConfig
@@ -233,8 +233,15 @@ def build_index(
     groups: list[Group] = []
     left_out: list[str] = []
     singles: dict[tuple[object, ...], list[Gang]] = defaultdict(list)
+    held = s.reservation_rules
+
+    def backfills(gang: Gang) -> frozenset[str]:
+        """The reservations ``gang`` may backfill (items merge only gangs that agree)."""
+        return frozenset(r.key for r in s.reservations if held.may_backfill(gang, r))
+
+    growing = growing_nodes(s)  # growth gangs: counted as multi-pod, for their locality
     for gang in pending:
-        if gang.size == 1 and gang.key not in prev_gangs:
+        if gang.size == 1 and gang.key not in prev_gangs and gang.key not in growing:
             role = gang.roles[0]
             key = (
                 gang.queue,
@@ -244,6 +251,7 @@ def build_index(
                 id(state.candidates(gang, role)),  # by identity: see caps()
                 # what a pod counts against a max on a model-specific GPU resource
                 gang.gpu_models if s.resources.gpu_model_resources else (),
+                backfills(gang),
             )
             singles[key].append(gang)
             continue
@@ -252,7 +260,7 @@ def build_index(
             left_out.append(gang.key)
             continue
         gid = len(groups)
-        group = Group(gid, [gang], [], multi=gang.size > 1)
+        group = Group(gid, [gang], [], multi=gang.size > 1 or gang.key in growing)
         for role in gang.roles:
             c = role_caps[role.name]
             if not c:
@@ -371,9 +379,9 @@ def _node_level(gang: Gang, role: Role) -> bool:
 def _aggregated_blocks(
     ctx: CycleContext, state: ClusterState, items: list[Item], victims: Victims | None
 ) -> tuple[list[Block], list[int], dict[int, int]]:
-    """Aggregated mode's blocks: per leaf domain (a node missing a level, or where a victim
-    runs, is a block of its own: the rule "no eviction for nothing" counts the pods of the
-    gangs that may evict it node by node), the nodes of one *pattern* — which static
+    """Aggregated mode's blocks: per leaf domain (a node missing a level, where a victim
+    runs or that a reservation holds, is a block of its own: the rule "no eviction for
+    nothing" and held capacity count pods node by node), the nodes of one *pattern* — which static
     candidate lists (readiness, taints, selectors, affinity, GPU model, layout, required
     domains: :meth:`~gangplan.solver.state.ClusterState.candidates`) of the items counted
     per block hold the node — and a single-node block for each node an item counted per
@@ -407,6 +415,9 @@ def _aggregated_blocks(
             pattern[nidx[name]].append(cls)
     by_key: dict[tuple[object, tuple[int, ...]], list[int]] = defaultdict(list)
     alone = set(victims.by_node) if victims is not None else set()
+    # a node a reservation holds too: held capacity is counted node by node
+    held = ctx.snapshot.reservations
+    alone |= {nidx[n] for r in held for n in r.nodes if n in nidx}
     for i, name in enumerate(node_names):
         anc = topo.ancestors(name)
         where: object

@@ -41,7 +41,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from gangplan.models import GPU_MILLI
+from gangplan.models import GPU_MILLI, growing_nodes
 from gangplan.models.quantity import CPU
 from gangplan.solver.fairness import FairShares
 from gangplan.solver.fragmentation import PodShape, Workload, shape_fragmentation
@@ -219,17 +219,22 @@ def _locality(
     pref_terms: list[cp_model.LinearExprT] = []
     pref_modelled = True
     level_terms: dict[str, list[cp_model.LinearExprT]] = defaultdict(list)
+    growing = growing_nodes(ix.snapshot)
     for g in ix.groups:
         if not g.multi:
             continue
         pref = g.gang.topology.preferred if g.gang.topology else None
         admit = v.admit(g.id)
+        base = growing.get(g.gang.key)
         for lv in topo.all_levels:
             if lv not in ix.levels:
                 if lv == pref:
                     pref_modelled = False
                 continue
-            spread = sum(v.uses_at(("g", g.id), lv)) - admit
+            if base:
+                spread = _growth_spread(ix, v, g.id, lv, base)
+            else:
+                spread = sum(v.uses_at(("g", g.id), lv)) - admit
             if lv == pref:
                 pref_terms.append(-spread)
             else:
@@ -585,6 +590,19 @@ def _expected_fragmentation(
         -const,
         upper=const,  # the entry is never positive: expr + const ≤ 0
     )
+
+
+def _growth_spread(
+    ix: Index, v: Variables, group: int, level: str, base: list[str]
+) -> cp_model.LinearExprT:
+    """A growth gang's spread at ``level``: the domains its new pods use that its running
+    pods (on ``base``) do not (the score's count, ``solver/score.py``)."""
+    nidx = ix.node_index
+    held = {ix.domain_of_block[level][ix.block_of_node[nidx[n]]] for n in base if n in nidx}
+    keys = {
+        ix.domain_of_block[level][b] for i in ix.groups[group].items for b, _ in v.item_blocks(i)
+    }
+    return sum(v.uses(("g", group), level, k) for k in sorted(keys - held, key=str))
 
 
 def _fragmentation(

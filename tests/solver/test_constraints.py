@@ -490,6 +490,29 @@ CASES = {
         good=lambda t: [(t.stay("v"), 0), (t.stay("u"), 1), (t.x("vmv", "n2"), 1)],
         moves=MoveSpec({"default/v": "default/vmv", "default/u": "default/umv"}, max_gangs=1),
     ),
+    # reservations: big (4 GPUs) holds n1's 4 GPUs from t=1000 (clock 700, nothing running:
+    # room = 4 free + 0 released - 4 held = 0). s (1 GPU, no expected duration) may not
+    # backfill it: s on n1 is infeasible, s on n2 feasible.
+    "held-capacity": Case(
+        "held_capacity",
+        {
+            "preemption": {"now": 700},
+            "nodes": nodes({"allocatable": {GPU: 4}}, {"allocatable": {GPU: 4}}),
+            "queues": [{"name": "q"}],
+            "gangs": [one("big", {GPU: 4}), one("s", {GPU: 1})],
+            "reservations": [
+                {
+                    "gang": "big",
+                    "level": "node",
+                    "domain": "n1",
+                    "start": 1000,
+                    "held": [{"node": "n1", "resources": {GPU: 4000}}],
+                }
+            ],
+        },
+        bad=lambda t: [(t.x("s", "n1"), 1)],
+        good=lambda t: [(t.x("s", "n2"), 1)],
+    ),
 }
 
 

@@ -277,6 +277,8 @@ def test_every_check_is_a_named_rule() -> None:
         "check_eviction_needed",
         "check_victim_disruption",
         "check_victim_grace",
+        "check_reservations",
+        "check_held_capacity",
     ]
     assert str(Violation("capacity", "x")) == "[capacity] x"
 

@@ -206,3 +206,17 @@ def test_the_documented_script_evicts_nominates_waits_then_binds(tmp_path: Path)
         ["patch", "pod"],
         ["create", "--raw"],
     ]
+
+
+def test_active_deadline_seconds_is_the_expected_duration(tmp_path: Path) -> None:
+    # a pending pod's activeDeadlineSeconds (600) is its gang's expected duration; a running
+    # pod started at 00:00:10 with 300 s is expected to end 300 s after its start; a pod
+    # without one declares nothing (reservations: nothing backfilled onto held capacity)
+    run = pod("r", node_name="n1", activeDeadlineSeconds=300)
+    run["status"]["startTime"] = "2024-01-01T00:00:10Z"
+    r = dump(tmp_path, node("n1"), pod("a", activeDeadlineSeconds=600), pod("b"), run)
+    expected = {g.name: g.expected_duration_s for g in r.snapshot.gangs}
+    assert expected == {"a": 600.0, "b": None}
+    (running,) = r.snapshot.running
+    assert running.admitted is not None
+    assert running.expected_end == running.admitted + 300
