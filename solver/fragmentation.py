@@ -49,7 +49,6 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gangplan.models import GPU_MILLI, Gang, Role, Snapshot
 from gangplan.models.quantity import CPU
@@ -86,10 +85,6 @@ class PodShape:
         if gpu < GPU_MILLI:
             return cls(cpu, 1, gpu, models)
         return cls(cpu, gpu // GPU_MILLI, GPU_MILLI, models)
-
-
-_LAST_WORKLOAD: list[Any] = []
-"""[snapshot, popularity, workload] of the last :meth:`Workload.of_snapshot` call"""
 
 
 @dataclass(frozen=True)
@@ -149,17 +144,7 @@ class Workload:
     def of_snapshot(cls, snapshot: Snapshot, popularity: float = 1.0) -> Workload:
         """The workload ``snapshot`` declares (``Snapshot.workload``: shapes and weights);
         else its pending and running pods, one count per pod (a role of 4 counts 4; a
-        running pod's shape names no GPU model). The last snapshot's is kept (a cycle scores
-        several plans of one snapshot; snapshots are immutable)."""
-        last = _LAST_WORKLOAD
-        if last and last[0] is snapshot and last[1] == popularity:
-            return last[2]
-        got = cls._of_snapshot(snapshot, popularity)
-        _LAST_WORKLOAD[:] = [snapshot, popularity, got]
-        return got
-
-    @classmethod
-    def _of_snapshot(cls, snapshot: Snapshot, popularity: float) -> Workload:
+        running pod's shape names no GPU model)."""
         counts: Counter[PodShape] = Counter()
         if snapshot.workload:
             for entry in snapshot.workload:

@@ -136,3 +136,20 @@ def test_no_handler_is_installed_when_not_interruptible(
     assert installed == []
     solve_cycle(s, None, cfg)
     assert len(installed) == 2  # installed around the search, then the previous put back
+
+
+def test_a_paused_collector_leaves_no_young_collection_behind() -> None:
+    """What a cycle allocated goes to the oldest generation when the collector resumes, so
+    no young collection over all of it starts at the next allocation (the counts say so,
+    not a clock)."""
+    import gc
+
+    from gangplan.solver.budget import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        held = [[i] for i in range(10_000)]  # 10,000 young container objects
+    assert gc.isenabled()
+    assert gc.get_count()[0] < 700  # below the young generation's threshold
+    assert len(held) == 10_000
