@@ -666,6 +666,7 @@ def _parts_section(result: BenchResult) -> list[str]:
         "nodes",
         "limit s",
         "wall s",
+        "CPU s",
         "outside search s",
         *names,
         "variables",
@@ -679,6 +680,7 @@ def _parts_section(result: BenchResult) -> list[str]:
             f"{r.instance.nodes:,}",
             f"{r.time_limit_s:g}",
             f"{r.wall_time_s:.2f}",
+            f"{r.cpu_s:.2f}",
             f"{r.outside_search_s:.2f}",
             *(f"{r.parts[k]:.2f}" if k in r.parts else "-" for k in names),
             f"{r.model_size.get('variables', 0):,}",
@@ -692,12 +694,14 @@ def _parts_section(result: BenchResult) -> list[str]:
         "## The cycle's parts (CP-SAT runs)",
         "",
         "Wall seconds per part of the cycle (`gangplan.solver.budget`); `outside search` is "
-        "the wall time minus CP-SAT's search. Peak MB: the process's high-water mark of "
+        "the wall time minus CP-SAT's search; CPU s: the process's CPU time in the run, "
+        "every thread (on a machine shared with other work, wall time stretches, CPU time "
+        "does not). Peak MB: the process's high-water mark of "
         "resident memory after the run (it never falls, so it bounds the run's own peak). "
         "Where a cycle did not fit its budget, the largest part says what took the time.",
         "",
     ]
-    out += _table(header, rows, "lrrrr" + "r" * len(names) + "rrrl")
+    out += _table(header, rows, "lrrrrr" + "r" * len(names) + "rrrl")
     return [*out, ""]
 
 

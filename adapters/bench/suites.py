@@ -305,6 +305,9 @@ class Run:
     """wall seconds per part of the cycle (``context``, ``baseline.NAME``, ``check``,
     ``model``, ``search``, ``plan``, ``reasons``: :mod:`gangplan.solver.budget`)"""
     model_size: dict[str, int] = field(default_factory=dict)
+    cpu_s: float = 0.0
+    """CPU seconds of the process during the run, every thread (CP-SAT's workers too): on a
+    machine shared with other work, wall time stretches while CPU time does not"""
     peak_mb: float = 0.0
     """the process's peak resident memory after the run, MB (a high-water mark: it never
     falls, so it bounds this run's peak from above)"""
@@ -417,6 +420,7 @@ def _run_one(
         import gangplan.solver.model.builder  # noqa: F401
 
     started = time.monotonic()
+    cpu = time.process_time()
     if limit is None:
         result = run_baseline(snapshot, placer)
         name, kind = placer, "baseline"
@@ -424,6 +428,7 @@ def _run_one(
         result = solve_cycle(snapshot, None, SolverConfig(time_limit_s=limit, num_workers=workers))
         name, kind = _limit_name(limit), "cpsat"
     wall = time.monotonic() - started
+    cpu = time.process_time() - cpu
     topo = build_topology(snapshot)
     violations = [str(v) for v in verify(snapshot, result.plan, topology=topo)]
     metrics = plan_metrics(snapshot, result.plan, topology=topo, shares=fair_shares(snapshot))
@@ -440,6 +445,7 @@ def _run_one(
         notes=list(result.notes),
         parts=dict(result.parts),
         model_size=dict(result.model_size),
+        cpu_s=cpu,
         peak_mb=_peak_mb(),
     )
 
@@ -454,11 +460,11 @@ def _peak_mb() -> float:
 
 
 def _replay_steps(spec: ReplaySpec) -> list[tuple[str, str, int]]:
-    """(protocol, placer, seed) in run order: per protocol the one-pod placers, then CP-SAT."""
-    out: list[tuple[str, str, int]] = []
+    """(protocol, placer, seed) in run order: CP-SAT's seeds in each protocol first (the
+    target's runs, and the longest), then the one-pod placers in each protocol."""
+    out = [(proto, "cpsat", s) for proto in spec.protocols for s in range(spec.cpsat_seeds)]
     for proto in spec.protocols:
         out += [(proto, p, s) for p in spec.placers for s in range(spec.seeds)]
-        out += [(proto, "cpsat", s) for s in range(spec.cpsat_seeds)]
     return out
 
 
