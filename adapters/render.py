@@ -97,6 +97,13 @@ def plan_stats(
             running[rp.queue] += rp.requests.get(gpu, 0)
     placed_q: dict[str, int] = defaultdict(int)
     added: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    # a pod the plan evicts no longer counts toward its queue's share after the plan
+    by_name = {(rp.namespace, rp.name): rp for rp in snapshot.running}
+    for e in plan.evictions:
+        victim = by_name.get((e.namespace, e.pod))
+        if victim is not None and victim.queue is not None:
+            for r, v in fs.contribution(victim.requests).items():
+                added[victim.queue][r] -= v
     for p in plan.pods:
         g = gangs.get(p.gang_key)
         if g is None:

@@ -43,7 +43,7 @@ from functools import cached_property
 
 from gangplan.models import Gang, Queue, Snapshot
 
-__all__ = ["PPM", "FairShares", "QueueTarget", "fair_shares"]
+__all__ = ["PPM", "FairShares", "QueueTarget", "fair_ceiling", "fair_shares"]
 
 PPM = 1_000_000
 
@@ -72,6 +72,11 @@ class FairShares:
     """priority classes of pending gangs, highest first"""
     targets: dict[int, dict[str, QueueTarget]] = field(default_factory=dict)
     base: dict[str, dict[str, int]] = field(default_factory=dict)
+    demands: dict[int, dict[str, dict[str, int]]] = field(default_factory=dict)
+    """pending demand per class, per queue, per resource (ppm)"""
+    pools: dict[int, dict[str, int]] = field(default_factory=dict)
+    """what each class shares (ppm per resource): the shared amount minus running usage
+    minus higher classes' demand"""
 
     @cached_property
     def resources(self) -> tuple[str, ...]:
@@ -140,6 +145,7 @@ def fair_shares(snapshot: Snapshot) -> FairShares:
                         d[r] += role.count * contrib[r]
             demand[qname] = d
         pool = {r: max(0, PPM - used[r] - higher[r]) for r in active}
+        fs.demands[c], fs.pools[c] = demand, pool
         fs.targets[c] = _fill(snapshot, fs, demand, pool)
         for d in demand.values():
             for r in active:
@@ -147,6 +153,39 @@ def fair_shares(snapshot: Snapshot) -> FairShares:
     if snapshot.preemption.enabled:
         _reclaim_floors(snapshot, fs)
     return fs
+
+
+def fair_ceiling(snapshot: Snapshot, fs: FairShares, queue: str, resource: str) -> int:
+    """The dominant share (ppm) ``queue`` would be filled to if it asked for all of
+    ``resource`` besides its pending demand: the water filling of its highest pending
+    priority class (the lowest class, or the whole free pool when nothing is pending) run
+    again with that demand, the other queues' demand as it is, and its max applied.
+
+    What an autoscaler may ask for: the queue's share when it grows until its fair
+    share, its max or the free room stops it (the room an elastic job's workers could be
+    given). ``resource`` must be one of :attr:`FairShares.resources`, else ``ValueError``.
+    """
+    active = fs.resources
+    if resource not in active:
+        raise ValueError(f"{resource!r} is not shared (shared: {', '.join(active)})")
+    mine = [g.priority for g in snapshot.gangs if g.queue == queue]
+    if mine:
+        c = max(mine)
+    elif fs.classes:
+        c = fs.classes[-1]
+    else:
+        c = 0
+    if c in fs.pools:
+        pool = dict(fs.pools[c])
+        demand = {q: dict(d) for q, d in fs.demands[c].items()}
+    else:
+        used = {r: sum(fs.base[q].get(r, 0) for q in fs.base) for r in active}
+        higher = {r: sum(d[r] for ds in fs.demands.values() for d in ds.values()) for r in active}
+        pool = {r: max(0, PPM - used[r] - higher[r]) for r in active}
+        demand = {}
+    extra = demand.setdefault(queue, {r: 0 for r in active})
+    extra[resource] = PPM
+    return _fill(snapshot, fs, demand, pool)[queue].target
 
 
 def _reclaim_floors(snapshot: Snapshot, fs: FairShares) -> None:

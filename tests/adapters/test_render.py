@@ -331,3 +331,34 @@ def test_the_score_in_a_persons_units() -> None:
         "fragmentation: 1 GPU node and 2 leaves partly used",
         "stability: 3 pods moved from the previous plan",
     ]
+
+
+def test_evicted_pods_leave_their_queue_s_share_after_the_plan() -> None:
+    """Case 12 (instances/cases): node n has 5 CPUs; running gang l (3 x 1 CPU, queue q) is
+    evicted whole for gang h (3 x 1 CPU, queue q). After the plan q holds h's 3 CPUs only:
+    3 / 5 = 60.0% dominant share (not l's 3 + h's 3 = 120%)."""
+    from gangplan.adapters.files import load_snapshot
+    from gangplan.adapters.render import plan_stats
+    from gangplan.models import Eviction
+
+    snap, _ = load_snapshot(
+        Path(__file__).parents[2] / "instances/cases/12-preempt-whole-victim.yaml"
+    )
+    pods = [
+        PodPlacement(pod="h-launcher-0", gang="h", role="launcher", node="n"),
+        PodPlacement(pod="h-worker-0", gang="h", role="worker", node="n"),
+        PodPlacement(pod="h-worker-1", gang="h", role="worker", node="n"),
+    ]
+    evictions = [
+        Eviction(pod=f"l-{i}", gang="l", node="n", for_gang="default/h", kind="priority")
+        for i in range(3)
+    ]
+    plan = Plan(
+        gangs=(GangOutcome(gang="h", admitted=True, placed=3, roles={"launcher": 1, "worker": 2}),),
+        pods=tuple(pods),
+        evictions=tuple(evictions),
+    )
+    assert verify(snap, plan) == []
+    (queue,) = plan_stats(snap, plan).queues
+    assert queue[0] == "q"
+    assert queue[3] == pytest.approx(60.0)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
-from objects import GATE, gang_pods, node, pod, volcano_group
+from objects import GATE, gang_pods, node, pod, volcano_group, volcano_queue
+from prometheus_client import generate_latest
 
 from gangplan.adapters.serve.api import KINDS
 from gangplan.adapters.serve.clock import FakeClock
@@ -185,3 +186,28 @@ def test_metrics_health_and_readiness_endpoints(memory: InMemoryApi, clock: Fake
     # 8 GPUs, 2 placed this cycle: 6 left for the queue (no max)
     assert 'gangplan_queue_placeable_gpus{queue="default"} 6.0' in text
     assert "gangplan_cycle_duration_seconds_count 1.0" in text
+
+
+def test_placeable_gpus_stop_at_the_queue_s_fair_target(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    """One node of 8 GPUs; queues qa and qb of weight 1. qa's gang a (1 x 2 GPUs) is
+    admitted; qb's gang b (1 x 16 GPUs) fits nowhere but is qb's demand.
+
+    qa, asking for more: qb demands 16 of 8 GPUs, so equal weights fill both to 50% = 4
+    GPUs; qa holds 2 after the plan, so 2 more are placeable (6 are free).
+    qb, asking for more: qa demands 2 GPUs = 25% and stops there, qb fills to 75% = 6
+    GPUs; it holds none, and 6 are free: 6."""
+    memory.put(node("n0", gpus=8))
+    memory.put(volcano_queue("qa"))
+    memory.put(volcano_queue("qb"))
+    memory.put(volcano_group("a", 1, queue="qa"))
+    memory.put(pod("a-0", gpus=2, group="a"))
+    memory.put(volcano_group("b", 1, queue="qb"))
+    memory.put(pod("b-0", gpus=16, group="b"))
+    loop = make_loop(memory, clock)
+    report = loop.cycle()
+    assert report.admitted == ["ml/a"]
+    text = generate_latest(loop.metrics.registry).decode()
+    assert 'gangplan_queue_placeable_gpus{queue="qa"} 2.0' in text
+    assert 'gangplan_queue_placeable_gpus{queue="qb"} 6.0' in text
