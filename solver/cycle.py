@@ -5,7 +5,8 @@ solve``, ``replan`` and ``serve``. ``config.time_limit_s`` bounds all of it
 (:mod:`gangplan.solver.budget` names the parts and says how each is counted):
 
 1. index the snapshot (:class:`~gangplan.solver.context.CycleContext`);
-2. run the baselines of :data:`~gangplan.solver.baselines.BASELINES`, cheapest first
+2. run the baselines of :data:`~gangplan.solver.baselines.BASELINES`, the one likely best
+   first (:func:`~gangplan.solver.baselines.first_baseline`), then cheapest first
    (:data:`~gangplan.solver.baselines.EXPECTED_COST`); the first always runs, so there is
    always a verified plan; a later one whose predicted cost (the first's measured cost times
    the ratio of expected costs) does not fit what is left is skipped, and the notes say so;
@@ -39,7 +40,7 @@ from gangplan.models import (
     Snapshot,
     TierReport,
 )
-from gangplan.solver.baselines import BASELINES, EXPECTED_COST
+from gangplan.solver.baselines import BASELINES, EXPECTED_COST, first_baseline
 from gangplan.solver.budget import Budget, SearchStop, gc_paused, interruptible
 from gangplan.solver.context import CycleContext
 from gangplan.solver.preemption import REPRIEVE, greedy_preemption
@@ -271,7 +272,8 @@ def _incumbent(
         [],
     )
     rank = {name: i for i, name in enumerate(BASELINES)}
-    order = sorted(BASELINES, key=lambda n: (EXPECTED_COST.get(n, 1.0), rank[n]))
+    lead = first_baseline(ctx.snapshot)
+    order = sorted(BASELINES, key=lambda n: (n != lead, EXPECTED_COST.get(n, 1.0), rank[n]))
     keep = cfg.reason_share * budget.limit
     first_cost: float | None = None
     best_rank = len(rank)
