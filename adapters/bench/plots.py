@@ -190,6 +190,9 @@ def _outside_search(result: BenchResult, path: Path) -> None:
         ticks = sorted(sizes)
         ax.set_xticks(ticks)
         ax.set_xticklabels([f"{n:,}" for n in ticks])
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())  # only the sizes run are labelled
     ax.set_xlabel("nodes (8 GPUs each; fat-trees, mean over loads)")
     ax.set_ylabel("wall time (s)")
     ax.set_title("CP-SAT cycle: time outside the search against cluster size")
