@@ -229,11 +229,12 @@ def gc_paused() -> Iterator[None]:
     at 5,000 nodes. Reference counting still frees what the cycle drops; what forms cycles
     waits for the next collection after the cycle. Nested use keeps the outer state.
 
-    On the way out, what the cycle allocated and still holds is moved to the oldest
-    generation (``gc.freeze`` then ``gc.unfreeze``: two list splices) before the collector
-    is enabled again: else the first allocation after it would start a young collection
-    over every object the cycle made (1.5 s at openb's size on a loaded machine, after the
-    cycle's last part). A cycle of garbage the cycle left waits for a full collection.
+    The first allocation after the collector resumes starts a young collection over every
+    object the cycle made and still holds (1.5 s at openb's size on a loaded machine, after
+    the cycle's last part, counted in no part). Moving them to the oldest generation instead
+    (``gc.freeze`` then ``gc.unfreeze``) avoids it, but then CPython never starts the full
+    collections that free the cycles of garbage a cycle leaves: a 600-cycle soak of the
+    sidecar grew fivefold (``tests/adapters/serve/test_soak.py``), so it is not done.
     """
     was = gc.isenabled()
     gc.disable()
@@ -241,6 +242,4 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was:
-            gc.freeze()
-            gc.unfreeze()
             gc.enable()

@@ -138,23 +138,6 @@ def test_no_handler_is_installed_when_not_interruptible(
     assert len(installed) == 2  # installed around the search, then the previous put back
 
 
-def test_a_paused_collector_leaves_no_young_collection_behind() -> None:
-    """What a cycle allocated goes to the oldest generation when the collector resumes, so
-    no young collection over all of it starts at the next allocation (the counts say so,
-    not a clock)."""
-    import gc
-
-    from gangplan.solver.budget import gc_paused
-
-    assert gc.isenabled()
-    with gc_paused():
-        assert not gc.isenabled()
-        held = [[i] for i in range(10_000)]  # 10,000 young container objects
-    assert gc.isenabled()
-    assert gc.get_count()[0] < 700  # below the young generation's threshold
-    assert len(held) == 10_000
-
-
 def test_the_first_baseline_is_the_one_likely_best() -> None:
     """fgd where a pending pod asks a GPU share, topology-fit where a multi-pod gang prefers
     or requires a level, else greedy (the cheapest)."""
