@@ -231,6 +231,13 @@ def gc_paused() -> Iterator[None]:
     of objects; each full collection walks them all, which cost a third of a baseline's time
     at 5,000 nodes. Reference counting still frees what the cycle drops; what forms cycles
     waits for the next collection after the cycle. Nested use keeps the outer state.
+
+    The first allocation after the collector resumes starts a young collection over every
+    object the cycle made and still holds (1.5 s at openb's size on a loaded machine, after
+    the cycle's last part, counted in no part). Moving them to the oldest generation instead
+    (``gc.freeze`` then ``gc.unfreeze``) avoids it, but then CPython never starts the full
+    collections that free the cycles of garbage a cycle leaves: a 600-cycle soak of the
+    sidecar grew fivefold (``tests/adapters/serve/test_soak.py``), so it is not done.
     """
     was = gc.isenabled()
     gc.disable()

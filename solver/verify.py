@@ -418,17 +418,23 @@ def check_queue_max(ctx: _Ctx) -> Iterator[Violation]:
     counts the GPUs of running pods on nodes of that model and of admitted pods whose gang
     accepts only that model."""
     s = ctx.snapshot
+    capped = {q.name for q in s.queues if q.max}
+    if not capped:
+        return
     by_model: dict[str, list[str]] = defaultdict(list)
     for res, model in s.resources.gpu_model_resources.items():
         by_model[model].append(res)
 
-    def add(counter: Counter[str], requests: dict[str, int], model: str | None) -> set[str]:
-        counter.update(requests)
+    def add(
+        counter: Counter[str], requests: dict[str, int], model: str | None, n: int = 1
+    ) -> set[str]:
+        for r, v in requests.items():
+            counter[r] += n * v
         asked = {r for r, v in requests.items() if v > 0}
         gpu = requests.get(s.gpu, 0)
         if gpu > 0 and model is not None:
             for res in by_model.get(model, ()):
-                counter[res] += gpu
+                counter[res] += n * gpu
                 asked.add(res)
         return asked
 
@@ -436,12 +442,19 @@ def check_queue_max(ctx: _Ctx) -> Iterator[Violation]:
     asked: dict[str, set[str]] = defaultdict(set)
     evicted = ctx.plan.evicted
     for pod in s.running:
-        if pod.queue is not None and (pod.namespace, pod.name) not in evicted:
+        if pod.queue in capped and (pod.namespace, pod.name) not in evicted:
             node = s.node_by_name.get(pod.node)
             add(usage[pod.queue], dict(pod.requests), node.gpu_model if node else None)
+    # the plan's pods counted per gang and role (alike pods charge alike)
+    per_role: dict[tuple[str, str], tuple[Gang, Role, int]] = {}
     for _p, gang, role in ctx.pods:
+        if gang.queue in capped:
+            key = (gang.key, role.name)
+            hit = per_role.get(key)
+            per_role[key] = (gang, role, 1 if hit is None else hit[2] + 1)
+    for gang, role, n in per_role.values():
         only = gang.gpu_models[0] if len(gang.gpu_models) == 1 else None
-        asked[gang.queue] |= add(usage[gang.queue], dict(role.requests), only)
+        asked[gang.queue] |= add(usage[gang.queue], dict(role.requests), only, n)
     for q in s.queues:
         for res, cap in q.max.items():
             if res in asked[q.name] and usage[q.name].get(res, 0) > cap:

@@ -153,12 +153,68 @@ def _time(result: BenchResult, path: Path) -> None:
     plt.close(fig)
 
 
+def _outside_search(result: BenchResult, path: Path) -> None:
+    """Log-log: the CP-SAT cycle's wall time and its parts outside the search against
+    nodes, per time limit (fat-trees, mean over loads), with the fitted slope."""
+    from gangplan.adapters.bench.suites import loglog_slope, outside_search_by_size
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.8, 4.6))
+    sizes: set[int] = set()
+    limits = sorted({r.time_limit_s for r in result.runs if r.kind == "cpsat" and r.time_limit_s})
+    for limit in limits:
+        pts = outside_search_by_size(result, limit)
+        if not pts:
+            continue
+        sizes |= {n for n, _ in pts}
+        slope = loglog_slope([(float(n), t) for n, t in pts])
+        label = f"outside search, {limit:g} s limit" + (
+            f" (slope {slope:.2f})" if slope is not None else ""
+        )
+        ax.plot([n for n, _ in pts], [t for _, t in pts], marker="o", label=label)
+        wall: dict[int, list[float]] = {}
+        for r in result.runs:
+            if r.kind == "cpsat" and r.time_limit_s == limit and r.instance.family == "fat-tree":
+                wall.setdefault(r.instance.nodes, []).append(r.wall_time_s)
+        xs = sorted(wall)
+        ax.plot(
+            xs,
+            [statistics.fmean(wall[n]) for n in xs],
+            marker="x",
+            linestyle="--",
+            label=f"whole cycle, {limit:g} s limit",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if sizes:
+        ticks = sorted(sizes)
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{n:,}" for n in ticks])
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())  # only the sizes run are labelled
+    ax.set_xlabel("nodes (8 GPUs each; fat-trees, mean over loads)")
+    ax.set_ylabel("wall time (s)")
+    ax.set_title("CP-SAT cycle: time outside the search against cluster size")
+    ax.grid(True, which="both", linewidth=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_plots(result: BenchResult, out: Path) -> list[Path]:
     """Write the PNG plots of ``result`` into ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     if result.runs:
-        for name, draw in (("quality", _quality), ("cpsat_gap", _gap), ("solve_time", _time)):
+        for name, draw in (
+            ("quality", _quality),
+            ("cpsat_gap", _gap),
+            ("solve_time", _time),
+            ("outside_search_loglog", _outside_search),
+        ):
             path = out / f"{name}.png"
             draw(result, path)
             paths.append(path)

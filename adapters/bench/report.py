@@ -365,6 +365,7 @@ def write_csv(result: BenchResult, out: Path) -> list[Path]:
             w = csv.writer(fh)
             w.writerow(
                 [
+                    "protocol",
                     "placer",
                     "seed",
                     "allocated_at_100",
@@ -375,11 +376,14 @@ def write_csv(result: BenchResult, out: Path) -> list[Path]:
                     "cycles",
                     "statuses",
                     "wall_time_s",
+                    "cycle_mean_s",
+                    "cycle_max_s",
                 ]
             )
             for x in result.replay:
                 w.writerow(
                     [
+                        x.protocol,
                         x.placer,
                         x.seed,
                         _csv_value(x.at_100),
@@ -390,6 +394,8 @@ def write_csv(result: BenchResult, out: Path) -> list[Path]:
                         x.cycles,
                         ";".join(f"{k}={v}" for k, v in sorted(x.statuses.items())),
                         _csv_value(x.wall_time_s),
+                        _csv_value(x.cycle_mean_s),
+                        _csv_value(x.cycle_max_s),
                     ]
                 )
         paths.append(rpath)
@@ -562,15 +568,18 @@ def _replay_section(result: BenchResult) -> list[str]:
     out = [
         "## Alibaba replay (openb default trace, FGD protocol)",
         "",
-        "All 1,523 openb nodes; pods in creation order, never leaving, each placed as it "
-        "arrives or counted and dropped; further pods drawn (seeded) from the trace until "
-        "arrived GPU demand reaches 130% of the 6,212 GPUs. Shares are of the cluster's "
-        "GPUs (allocated milli-GPU / 1000). CP-SAT runs on cycles of 100 arrivals, 1 s each: "
-        "batching reorders arrivals within a cycle, so it is a different setting from the "
-        "one-pod placers and is reported apart.",
+        "gangplan's protocol: all 1,523 openb nodes in file order; pods in creation order, "
+        "never leaving, each placed as it arrives or counted and dropped; further pods drawn "
+        "(seeded) from the trace until arrived GPU demand reaches 130% of the GPUs; FGD's "
+        "exact Δ. The paper's protocol: its 1,213 GPU nodes in a seeded random order, pods "
+        "shuffled, the simulator's integer score (docs/replay.md). Shares are of the "
+        "cluster's GPUs (allocated milli-GPU / 1000). CP-SAT runs on cycles of 100 arrivals "
+        "at a 1 s limit (the whole cycle): batching reorders arrivals within a cycle, so it "
+        "is a different setting from the one-pod placers and is reported apart.",
         "",
     ]
     header = [
+        "protocol",
         "placer",
         "seeds",
         "allocated at 100% arrived",
@@ -578,19 +587,23 @@ def _replay_section(result: BenchResult) -> list[str]:
         "unallocated GPUs",
         "failed pods",
         "time per run s",
+        "s a cycle (max)",
         "cycle statuses",
     ]
     rows = []
-    groups: dict[str, list[ReplayRun]] = {}
+    groups: dict[tuple[str, str], list[ReplayRun]] = {}
     for x in runs:
-        groups.setdefault(x.placer, []).append(x)
-    for placer, xs in groups.items():
+        groups.setdefault((x.protocol, x.placer), []).append(x)
+    for (proto, placer), xs in groups.items():
+        cyc = [x.cycle_mean_s for x in xs if x.cycle_mean_s is not None]
+        top = [x.cycle_max_s for x in xs if x.cycle_max_s is not None]
         statuses: dict[str, int] = {}
         for x in xs:
             for k, v in x.statuses.items():
                 statuses[k] = statuses.get(k, 0) + v
         rows.append(
             [
+                proto,
                 placer + (" (100-pod cycles)" if placer == "cpsat" else ""),
                 str(len(xs)),
                 _mean_sd([x.at_100 for x in xs if x.at_100 is not None]),
@@ -598,11 +611,31 @@ def _replay_section(result: BenchResult) -> list[str]:
                 f"{statistics.fmean(x.unallocated_gpus for x in xs):,.0f}",
                 f"{statistics.fmean(x.failed_pods for x in xs):,.0f}",
                 f"{statistics.fmean(x.wall_time_s for x in xs):.1f}",
+                f"{statistics.fmean(cyc):.2f} ({max(top):.2f})" if cyc and top else "-",
                 ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "-",
             ]
         )
-    out += _table(header, rows, "lrrrrrrl")
-    fgd = [x.final for x in groups.get("fgd", [])]
+    out += _table(header, rows, "llrrrrrrrl")
+    seeds = [x for x in runs if x.placer == "cpsat"]
+    if seeds:
+        out += ["", "CP-SAT per seed:", ""]
+        out += _table(
+            ["protocol", "seed", "at 130%", "s a cycle (max)", "cycles by status"],
+            [
+                [
+                    x.protocol,
+                    str(x.seed),
+                    f"{100 * x.final:.2f}%",
+                    f"{x.cycle_mean_s:.2f} ({x.cycle_max_s:.2f})"
+                    if x.cycle_mean_s is not None and x.cycle_max_s is not None
+                    else "-",
+                    ", ".join(f"{k} {v}" for k, v in sorted(x.statuses.items())) or "-",
+                ]
+                for x in seeds
+            ],
+            "lrrrl",
+        )
+    fgd = [x.final for x in groups.get(("gangplan", "fgd"), [])]
     if fgd:
         mean = statistics.fmean(fgd)
         diff = 100 * (mean - PUBLISHED_FGD)
@@ -619,6 +652,56 @@ def _replay_section(result: BenchResult) -> list[str]:
             )
             + f" Published best-fit: {100 * PUBLISHED_BEST_FIT:.2f}%.",
         ]
+    return [*out, ""]
+
+
+def _parts_section(result: BenchResult) -> list[str]:
+    """Per CP-SAT run: the cycle's parts' times, the model's size, peak memory."""
+    runs = [r for r in result.runs if r.kind == "cpsat"]
+    if not runs:
+        return []
+    names = list(dict.fromkeys(k for r in runs for k in r.parts))
+    header = [
+        "instance",
+        "nodes",
+        "limit s",
+        "wall s",
+        "CPU s",
+        "outside search s",
+        *names,
+        "variables",
+        "constraints",
+        "peak MB",
+        "status",
+    ]
+    rows = [
+        [
+            r.instance.name,
+            f"{r.instance.nodes:,}",
+            f"{r.time_limit_s:g}",
+            f"{r.wall_time_s:.2f}",
+            f"{r.cpu_s:.2f}",
+            f"{r.outside_search_s:.2f}",
+            *(f"{r.parts[k]:.2f}" if k in r.parts else "-" for k in names),
+            f"{r.model_size.get('variables', 0):,}",
+            f"{r.model_size.get('constraints', 0):,}",
+            f"{r.peak_mb:,.0f}",
+            r.status,
+        ]
+        for r in runs
+    ]
+    out = [
+        "## The cycle's parts (CP-SAT runs)",
+        "",
+        "Wall seconds per part of the cycle (`gangplan.solver.budget`); `outside search` is "
+        "the wall time minus CP-SAT's search; CPU s: the process's CPU time in the run, "
+        "every thread (on a machine shared with other work, wall time stretches, CPU time "
+        "does not). Peak MB: the process's high-water mark of "
+        "resident memory after the run (it never falls, so it bounds the run's own peak). "
+        "Where a cycle did not fit its budget, the largest part says what took the time.",
+        "",
+    ]
+    out += _table(header, rows, "lrrrrr" + "r" * len(names) + "rrrl")
     return [*out, ""]
 
 
@@ -699,6 +782,7 @@ def write_report(result: BenchResult, out: Path, plots: Sequence[Path] = ()) -> 
         lines.append("")
     lines += _instance_section(result)
     lines += _per_instance(result)
+    lines += _parts_section(result)
     lines += _replay_section(result)
     if plots:
         lines += ["## Plots", ""]

@@ -31,6 +31,7 @@ PNG plots.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import subprocess
@@ -71,9 +72,13 @@ __all__ = [
     "Suite",
     "Target",
     "best_baseline",
+    "budget_targets",
     "default_data_dir",
     "evaluate_targets",
     "fallbacks",
+    "loglog_slope",
+    "openb_spec",
+    "outside_search_by_size",
     "run_suite",
 ]
 
@@ -81,17 +86,25 @@ DATA_ENV = "GANGPLAN_SHARED_DATA"
 PHILLY_CSV = "pollux-philly-jobs/philly.csv"
 OPENB_NODES = "alibaba-gpu-v2023/csv/openb_node_list_all_node.csv"
 OPENB_PODS = "alibaba-gpu-v2023/csv/openb_pod_list_default.csv"
+OPENB_GPU_NODES = "alibaba-gpu-v2023/csv/openb_node_list_gpu_node.csv"
+"""The paper's node list (its 1,213 GPU nodes), for the replay's paper protocol."""
 PUBLISHED_FGD = 0.9539
 """FGD's allocated share at 130% arrived on the openb default trace (Weng et al., ATC'23)."""
 PUBLISHED_BEST_FIT = 0.9308
 
 
 def default_data_dir() -> Path:
-    """``$GANGPLAN_SHARED_DATA``, else ``../shared/data`` next to the repository."""
+    """``$GANGPLAN_SHARED_DATA``, else the first ``shared/data`` found walking up from the
+    repository (``../shared/data`` beside the checkout, or higher, as the tests find it),
+    else ``../shared/data`` (absent: the runs that need it are skipped)."""
     env = os.environ.get(DATA_ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    repo = Path(__file__).resolve().parents[2]
+    for folder in repo.parents:
+        if (folder / "shared" / "data").is_dir():
+            return folder / "shared" / "data"
+    return repo.parent / "shared" / "data"
 
 
 class Skipped(Exception):
@@ -122,6 +135,9 @@ class ReplaySpec:
     placers: tuple[str, ...] = ("greedy", "fgd", "topology-fit")
     batch: int = 100
     time_limit_s: float = 1.0
+    protocols: tuple[str, ...] = ("gangplan", "paper")
+    """``gangplan``: all nodes, creation order, the exact Δ; ``paper``: the GPU nodes,
+    shuffled pods and nodes, the simulator's integer score (docs/replay.md)"""
 
 
 @dataclass(frozen=True)
@@ -138,6 +154,8 @@ FAT_TREE_SHAPES = {
     512: (4, 8, 16),
     2048: (8, 16, 16),
     4096: (16, 16, 16),
+    5120: (20, 16, 16),
+    20480: (40, 16, 32),
 }
 """Nodes -> (spines, leaves per spine, nodes per leaf); 8-GPU hgx8 nodes."""
 
@@ -201,9 +219,25 @@ def philly_spec(day: int = 40, load: float = 0.5, demand: float = 1.3) -> Instan
     return InstanceSpec(f"philly-512-day{day}", "philly", build, load=load, demand=demand)
 
 
+def openb_spec() -> InstanceSpec:
+    """The Alibaba openb trace as one cycle: its 1,523 nodes and its 8,152 pods, all
+    pending as gangs of one pod (:func:`~gangplan.adapters.traces.alibaba.convert_openb`)."""
+
+    def build(data: Path) -> Snapshot:
+        from gangplan.adapters.traces.alibaba import convert_openb
+
+        nodes, pods = data / OPENB_NODES, data / OPENB_PODS
+        if not nodes.is_file() or not pods.is_file():
+            raise Skipped(f"{nodes.parent} is absent (the openb trace lives in ../shared/data)")
+        return convert_openb(nodes, pods).snapshot
+
+    return InstanceSpec("openb-one-cycle", "openb", build)
+
+
 def _standard_instances() -> tuple[InstanceSpec, ...]:
     out = [fat_tree_spec(n, load) for n in (64, 512, 2048) for load in (0.5, 0.8)]
     out.insert(4, philly_spec())
+    out.append(openb_spec())
     return tuple(out)
 
 
@@ -223,10 +257,10 @@ SUITES: dict[str, Suite] = {
     ),
     "large": Suite(
         "large",
-        (*_standard_instances(), fat_tree_spec(4096, 0.5), fat_tree_spec(4096, 0.8)),
-        (1.0, 5.0, 10.0, 30.0),
-        ReplaySpec(),
-        budget="several hours",
+        (fat_tree_spec(5120, 0.5), fat_tree_spec(5120, 0.8), fat_tree_spec(20480, 0.5)),
+        (5.0, 10.0, 30.0),
+        None,
+        budget="about an hour on a 2-core machine",
     ),
 }
 
@@ -267,10 +301,25 @@ class Run:
     metrics: PlanMetrics
     score: Score
     notes: list[str] = field(default_factory=list)
+    parts: dict[str, float] = field(default_factory=dict)
+    """wall seconds per part of the cycle (``context``, ``baseline.NAME``, ``check``,
+    ``model``, ``search``, ``plan``, ``reasons``: :mod:`gangplan.solver.budget`)"""
+    model_size: dict[str, int] = field(default_factory=dict)
+    cpu_s: float = 0.0
+    """CPU seconds of the process during the run, every thread (CP-SAT's workers too): on a
+    machine shared with other work, wall time stretches while CPU time does not"""
+    peak_mb: float = 0.0
+    """the process's peak resident memory after the run, MB (a high-water mark: it never
+    falls, so it bounds this run's peak from above)"""
 
     @property
     def verified(self) -> bool:
         return not self.violations
+
+    @property
+    def outside_search_s(self) -> float:
+        """Wall seconds of the cycle outside CP-SAT's search (the non-solver parts)."""
+        return max(0.0, self.wall_time_s - self.parts.get("search", 0.0))
 
 
 @dataclass(frozen=True)
@@ -288,6 +337,10 @@ class ReplayRun:
     cycles: int
     statuses: dict[str, int]
     raw: Any = None
+    protocol: str = "gangplan"
+    cycle_mean_s: float | None = None
+    """mean wall seconds of a CP-SAT cycle (None for the one-pod placers)"""
+    cycle_max_s: float | None = None
     """the :class:`~gangplan.adapters.bench.replay.ReplayResult` (for the plot)"""
 
 
@@ -361,7 +414,13 @@ def _run_one(
     from gangplan.solver.result import SolverConfig
     from gangplan.solver.verify import verify
 
+    if limit is not None:
+        # OR-Tools is loaded once per process (about 2 s on a loaded 2-core machine), as
+        # solve_cycle does before its clock starts: a cycle's time, not the process's start
+        import gangplan.solver.model.builder  # noqa: F401
+
     started = time.monotonic()
+    cpu = time.process_time()
     if limit is None:
         result = run_baseline(snapshot, placer)
         name, kind = placer, "baseline"
@@ -369,6 +428,7 @@ def _run_one(
         result = solve_cycle(snapshot, None, SolverConfig(time_limit_s=limit, num_workers=workers))
         name, kind = _limit_name(limit), "cpsat"
     wall = time.monotonic() - started
+    cpu = time.process_time() - cpu
     topo = build_topology(snapshot)
     violations = [str(v) for v in verify(snapshot, result.plan, topology=topo)]
     metrics = plan_metrics(snapshot, result.plan, topology=topo, shares=fair_shares(snapshot))
@@ -383,12 +443,29 @@ def _run_one(
         metrics=metrics,
         score=result.score,
         notes=list(result.notes),
+        parts=dict(result.parts),
+        model_size=dict(result.model_size),
+        cpu_s=cpu,
+        peak_mb=_peak_mb(),
     )
 
 
-def _replay_steps(spec: ReplaySpec) -> list[tuple[str, int]]:
-    steps = [(p, s) for p in spec.placers for s in range(spec.seeds)]
-    return steps + [("cpsat", s) for s in range(spec.cpsat_seeds)]
+def _peak_mb() -> float:
+    """This process's peak resident set size so far, MB (``ru_maxrss``: KiB on Linux)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def _replay_steps(spec: ReplaySpec) -> list[tuple[str, str, int]]:
+    """(protocol, placer, seed) in run order: CP-SAT's seeds in each protocol first (the
+    target's runs, and the longest), then the one-pod placers in each protocol."""
+    out = [(proto, "cpsat", s) for proto in spec.protocols for s in range(spec.cpsat_seeds)]
+    for proto in spec.protocols:
+        out += [(proto, p, s) for p in spec.placers for s in range(spec.seeds)]
+    return out
 
 
 def _run_replay(
@@ -409,11 +486,26 @@ def _run_replay(
         from gangplan.adapters.traces.alibaba import read_openb_nodes, read_openb_pods
     except ImportError as err:  # the replay is not part of this build
         return [], f"the replay is not available in this build ({err})"
-    nodes, pods = read_openb_nodes(nodes_csv), read_openb_pods(pods_csv)
-    for placer, seed in _replay_steps(spec):
-        describe(f"alibaba replay: {placer}, seed {seed}")
-        cfg = ReplayConfig(batch=spec.batch, time_limit_s=spec.time_limit_s, workers=workers)
-        r = replay_pods(nodes, pods, placer, seed, cfg)
+    pods = read_openb_pods(pods_csv)
+    node_lists = {"gangplan": read_openb_nodes(nodes_csv)}
+    if "paper" in spec.protocols:
+        gpu_csv = data / OPENB_GPU_NODES
+        if not gpu_csv.is_file():
+            return [], f"{gpu_csv} is absent (the paper protocol's node list)"
+        node_lists["paper"] = read_openb_nodes(gpu_csv)
+    for proto, placer, seed in _replay_steps(spec):
+        describe(f"alibaba replay ({proto} protocol): {placer}, seed {seed}")
+        paper = proto == "paper"
+        cfg = ReplayConfig(
+            order="shuffle" if paper else "creation",
+            node_order="shuffle" if paper else "file",
+            quantize=paper,
+            batch=spec.batch,
+            time_limit_s=spec.time_limit_s,
+            workers=workers,
+        )
+        r = replay_pods(node_lists[proto], pods, placer, seed, cfg)
+        times = r.cycle_times_s
         out.append(
             ReplayRun(
                 placer=placer,
@@ -427,6 +519,9 @@ def _run_replay(
                 cycles=r.cycles,
                 statuses=dict(r.statuses),
                 raw=r,
+                protocol=proto,
+                cycle_mean_s=sum(times) / len(times) if times else None,
+                cycle_max_s=max(times) if times else None,
             )
         )
         done()
@@ -747,4 +842,157 @@ def evaluate_targets(result: BenchResult) -> list[Target]:
             else "the replay did not run in this suite",
         )
     )
+    out += budget_targets(result)
+    return out
+
+
+def loglog_slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of log(time) against log(nodes) over ``(nodes, seconds)`` points
+    (None with fewer than two distinct sizes or a non-positive value)."""
+    pts = [(math.log(n), math.log(t)) for n, t in points if n > 0 and t > 0]
+    if len({x for x, _ in pts}) < 2 or len(pts) < len(points):
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx
+
+
+def outside_search_by_size(result: BenchResult, limit: float) -> list[tuple[int, float]]:
+    """``(nodes, mean seconds outside CP-SAT's search)`` of the fat-tree CP-SAT runs at
+    ``limit``, per size (mean over the loads)."""
+    by: dict[int, list[float]] = {}
+    for r in result.runs:
+        if r.kind == "cpsat" and r.time_limit_s == limit and r.instance.family == "fat-tree":
+            by.setdefault(r.instance.nodes, []).append(r.outside_search_s)
+    return sorted((n, sum(v) / len(v)) for n, v in by.items())
+
+
+def budget_targets(result: BenchResult) -> list[Target]:
+    """The targets of the whole-cycle budget and of quality at scale: a cycle within its
+    limit at 5,120 nodes and on openb, wall within 10% of the limit, the non-solver parts'
+    growth in nodes, CP-SAT above the best baseline at 2,048 and 5,120 nodes, and the
+    Alibaba replay in both protocols."""
+    out: list[Target] = []
+    cpsat = [r for r in result.runs if r.kind == "cpsat"]
+
+    def at(nodes: int, limit: float, family: str = "fat-tree") -> list[Run]:
+        return [
+            r
+            for r in cpsat
+            if r.instance.family == family
+            and (nodes == 0 or r.instance.nodes == nodes)
+            and r.time_limit_s == limit
+        ]
+
+    def walls(runs: list[Run]) -> str:
+        return "; ".join(
+            f"{r.instance.name}: {r.wall_time_s:.2f} s wall, "
+            f"{'verified' if r.verified else 'NOT verified'}, status {r.status}"
+            for r in runs
+        )
+
+    runs = at(5120, 5.0)
+    out.append(
+        Target(
+            "5,120 nodes / about 13,000 gangs / 1.3 x free: a verified plan in a cycle of at "
+            "most 5 s at --time-limit 5.",
+            None if not runs else all(r.verified and r.wall_time_s <= 5.0 for r in runs),
+            walls(runs) or "no 5,120-node fat-tree run at 5 s in this suite",
+        )
+    )
+    runs = at(0, 10.0, "openb")
+    out.append(
+        Target(
+            "openb as one cycle (1,523 nodes, 8,152 one-pod gangs): at most 10 s at "
+            "--time-limit 10.",
+            None if not runs else all(r.verified and r.wall_time_s <= 10.0 for r in runs),
+            walls(runs) or "no openb one-cycle run at 10 s in this suite",
+        )
+    )
+    over = [r for r in cpsat if r.time_limit_s and r.wall_time_s > 1.1 * r.time_limit_s]
+    worst = max(cpsat, key=lambda r: r.wall_time_s / (r.time_limit_s or 1.0), default=None)
+    out.append(
+        Target(
+            f"Wall time within 10% of the limit, every CP-SAT run of suite {result.suite.name}.",
+            None if not cpsat else not over,
+            f"{len(cpsat) - len(over)} of {len(cpsat)} runs within 1.1 x their limit"
+            + (
+                f"; worst {worst.instance.name} at {worst.time_limit_s:g} s: "
+                f"{worst.wall_time_s:.2f} s ({worst.wall_time_s / (worst.time_limit_s or 1):.2f} x)"
+                if worst
+                else ""
+            )
+            + (
+                "; over: "
+                + ", ".join(
+                    f"{r.instance.name}@{r.time_limit_s:g}s {r.wall_time_s:.2f} s" for r in over
+                )
+                if over
+                else ""
+            ),
+        )
+    )
+    limits = sorted({r.time_limit_s for r in cpsat if r.time_limit_s is not None})
+    slopes = []
+    for limit in limits:
+        pts = outside_search_by_size(result, limit)
+        slope = loglog_slope([(float(n), t) for n, t in pts])
+        if slope is not None:
+            shown = ", ".join(f"{n:,} nodes {t:.2f} s" for n, t in pts)
+            slopes.append((limit, slope, shown))
+    out.append(
+        Target(
+            "Cost growth in nodes at most linear: slope of log time against log nodes <= 1.1 "
+            "for the parts outside CP-SAT's search, at a fixed time limit (fat-trees, mean over "
+            "loads).",
+            None if not slopes else all(sl <= 1.1 for _, sl, _ in slopes),
+            "; ".join(f"at {lim:g} s: slope {sl:.2f} ({shown})" for lim, sl, shown in slopes)
+            or "fewer than two fat-tree sizes in this suite",
+        )
+    )
+    for nodes in (2048, 5120):
+        runs = at(nodes, 10.0)
+        better = worse = 0
+        for r in runs:
+            best = best_baseline(result.runs_of(r.instance.name))
+            if best is None:
+                continue
+            better += best.score < r.score
+            worse += r.score < best.score or not r.verified
+        out.append(
+            Target(
+                f"{nodes:,} nodes at 10 s: CP-SAT's score beats the best baseline's (strictly) "
+                "on most instances, and never falls below it.",
+                None if not runs else (better * 2 > len(runs) and worse == 0),
+                f"{len(runs)} instances: better on {better}, below on {worse}, equal on "
+                f"{len(runs) - better - worse}"
+                if runs
+                else f"no {nodes:,}-node fat-tree run at 10 s in this suite",
+            )
+        )
+    protocols = sorted({x.protocol for x in result.replay})
+    for proto in protocols or ["gangplan", "paper"]:
+        cp = [x for x in result.replay if x.placer == "cpsat" and x.protocol == proto]
+        fgd = [x.final for x in result.replay if x.placer == "fgd" and x.protocol == proto]
+        mean = sum(x.final for x in cp) / len(cp) if cp else None
+        cycle = [x.cycle_mean_s for x in cp if x.cycle_mean_s is not None]
+        per_cycle = sum(cycle) / len(cycle) if cycle else None
+        fgd_mean = sum(fgd) / len(fgd) if fgd else None
+        out.append(
+            Target(
+                f"Alibaba replay, {proto} protocol, CP-SAT on 100-arrival cycles: at least "
+                "96.0% of GPUs allocated at 130% arrived, at most 2 s a cycle.",
+                None
+                if mean is None
+                else mean >= 0.96 and per_cycle is not None and per_cycle <= 2.0,
+                (
+                    f"CP-SAT mean over {len(cp)} seeds {_pct(mean, 2)}"
+                    + (f", {per_cycle:.2f} s a cycle" if per_cycle is not None else "")
+                    + (f"; fgd one pod at a time {_pct(fgd_mean, 2)}" if fgd_mean else "")
+                )
+                if cp
+                else "the replay's CP-SAT runs did not run in this suite",
+            )
+        )
     return out

@@ -3,6 +3,7 @@ render."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -44,6 +45,18 @@ __all__ = ["bench"]
 )
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option(
+    "--replay-seeds",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="seeds of each one-pod placer in the replay (default: the suite's)",
+)
+@click.option(
+    "--replay-cpsat-seeds",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="seeds of CP-SAT's cycles in the replay (default: the suite's)",
+)
+@click.option(
     "--preemption",
     is_flag=True,
     help=(
@@ -66,6 +79,8 @@ def bench(
     data: Path | None,
     workers: int,
     no_progress: bool,
+    replay_seeds: int | None,
+    replay_cpsat_seeds: int | None,
     preemption: bool,
     replan: bool,
 ) -> None:
@@ -100,8 +115,18 @@ def bench(
     from gangplan.adapters.bench.suites import SUITES, evaluate_targets, run_suite
 
     err = Console(stderr=True, highlight=False)
+    chosen = SUITES[suite]
+    if chosen.replay is not None and (replay_seeds, replay_cpsat_seeds) != (None, None):
+        replay = dataclasses.replace(
+            chosen.replay,
+            seeds=chosen.replay.seeds if replay_seeds is None else replay_seeds,
+            cpsat_seeds=chosen.replay.cpsat_seeds
+            if replay_cpsat_seeds is None
+            else replay_cpsat_seeds,
+        )
+        chosen = dataclasses.replace(chosen, replay=replay)
     result = run_suite(
-        SUITES[suite],
+        chosen,
         data_dir=data,
         workers=workers,
         console=err,

@@ -37,7 +37,7 @@ from gangplan.solver.model.variables import Solution, Variables
 from gangplan.solver.result import CycleStatus, SolverConfig
 from gangplan.solver.state import ClusterState
 
-__all__ = ["ModelOutcome", "disaggregate", "solve_model"]
+__all__ = ["ModelOutcome", "disaggregate", "solution_plan", "solve_model"]
 
 MAX_VARIABLES = 400_000
 """Above this many variables the built model is not solved; the incumbent is returned."""
@@ -318,20 +318,7 @@ def solve_model(
         t = exprs.get(r.name)
         if t is not None and t.expr is not None:
             reports[k] = r.model_copy(update={"value": int(chosen.value(t.expr)) + t.const})
-    evictions: list[Eviction] = []
-    if ix.victims is not None:
-        kept = {
-            u.id: solution.get("keep", u.id)
-            if ix.victims.victims[u.victim].elastic
-            else u.size * solution.get("stay", u.victim)
-            for u in ix.victims.units
-        }
-        gone = evicted_pods(ix.victims, kept)
-        state = after_state(ctx, [p for pods_ in gone.values() for p in pods_])
-        pods = disaggregate(ix, solution, previous, state)
-        evictions = plan_evictions(ctx, ix.victims, gone, pods)
-    else:
-        pods = disaggregate(ix, solution, previous)
+    pods, evictions = solution_plan(ctx, ix, solution, previous)
     parts["plan"] = time.monotonic() - plan_started
     return ModelOutcome(
         CycleStatus.OPTIMAL if all_optimal and not interrupted else CycleStatus.FEASIBLE,
@@ -344,6 +331,25 @@ def solve_model(
         deterministic_time=det_used,
         interrupted=interrupted,
     )
+
+
+def solution_plan(
+    ctx: CycleContext, ix: Index, solution: Solution, previous: Plan | None
+) -> tuple[list[PodPlacement], list[Eviction]]:
+    """A model solution as pods with devices and, with victims, the evictions: the pods
+    victims keep stay (``stay``, ``keep``), the plan's pods go into what they leave."""
+    if ix.victims is None:
+        return disaggregate(ix, solution, previous), []
+    kept = {
+        u.id: solution.get("keep", u.id)
+        if ix.victims.victims[u.victim].elastic
+        else u.size * solution.get("stay", u.victim)
+        for u in ix.victims.units
+    }
+    gone = evicted_pods(ix.victims, kept)
+    state = after_state(ctx, [p for pods_ in gone.values() for p in pods_])
+    pods = disaggregate(ix, solution, previous, state)
+    return pods, plan_evictions(ctx, ix.victims, gone, pods)
 
 
 def gang_fits(

@@ -136,3 +136,35 @@ def test_no_handler_is_installed_when_not_interruptible(
     assert installed == []
     solve_cycle(s, None, cfg)
     assert len(installed) == 2  # installed around the search, then the previous put back
+
+
+def test_the_first_baseline_is_the_one_likely_best() -> None:
+    """fgd where a pending pod asks a GPU share, topology-fit where a multi-pod gang prefers
+    or requires a level, else greedy (the cheapest)."""
+    from gangplan.models import load_instance
+    from gangplan.solver.baselines import first_baseline
+
+    GPU = "nvidia.com/gpu"
+
+    def snap(gangs: list[dict[str, object]]) -> object:
+        data = {
+            "apiVersion": "gangplan.io/v1alpha1",
+            "kind": "Instance",
+            "levels": [{"name": "leaf"}],
+            "nodes": [{"name": "n0", "domains": {"leaf": "l0"}, "allocatable": {GPU: 8}}],
+            "queues": [{"name": "q"}],
+            "gangs": gangs,
+        }
+        return load_instance(data)[0]
+
+    def gang(name: str, count: int, gpu: object, **extra: object) -> dict[str, object]:
+        role = {"name": "w", "count": count, "requests": {GPU: gpu}}
+        return {"name": name, "queue": "q", "roles": [role], **extra}
+
+    assert first_baseline(snap([gang("a", 2, 1)])) == "greedy"
+    assert first_baseline(snap([gang("a", 1, 1, topology={"preferred": "leaf"})])) == "greedy"
+    assert first_baseline(snap([gang("a", 2, 1, topology={"preferred": "leaf"})])) == (
+        "topology-fit"
+    )
+    shared = [gang("a", 2, 1, topology={"required": "leaf"}), gang("b", 1, "500m")]
+    assert first_baseline(snap(shared)) == "fgd"

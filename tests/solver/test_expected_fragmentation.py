@@ -21,7 +21,7 @@ from ortools.sat.python import cp_model
 from gangplan.models import load_instance
 from gangplan.solver.context import CycleContext
 from gangplan.solver.model import objective
-from gangplan.solver.model.builder import disaggregate
+from gangplan.solver.model.builder import disaggregate, solution_plan
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import build_index
 from gangplan.solver.model.variables import KINDS, Variables
@@ -161,5 +161,109 @@ def test_the_term_equals_the_scores_entry_on_every_solution(
         one.parameters.num_workers = 1
         assert one.solve(fixed) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         plan = assemble_plan(s, disaggregate(ix, v.read(one), None), {})
+        assert verify(s, plan) == []
+        assert score(s, plan)[NAME] == next(iter(values)) + term.const
+
+
+@st.composite
+def preemption_instances(draw: st.DrawFn) -> dict[str, Any]:
+    """Preemption on: running gangs of priority 0 (whole GPUs, a GPU share, CPU, one
+    elastic) that pending gangs of priority 10 in the same queue may evict."""
+    nodes = [
+        {
+            "name": f"n{i}",
+            "allocatable": {GPU: draw(st.sampled_from([2, 4])), "cpu": 4},
+            "domains": {"leaf": "l0"},
+        }
+        for i in range(draw(st.integers(1, 2)))
+    ]
+    names = [n["name"] for n in nodes]
+    running: list[dict[str, Any]] = []
+    for k in range(draw(st.integers(1, 2))):
+        req = draw(st.sampled_from([{GPU: 1}, {GPU: "500m", "cpu": 1}, {"cpu": 2}, {GPU: 2}]))
+        pod: dict[str, Any] = {
+            "name": f"r{k}",
+            "gang": f"r{k}",
+            "queue": "q",
+            "node": draw(st.sampled_from(names)),
+            "requests": req,
+        }
+        if draw(st.booleans()):
+            pod["replicas"] = 2
+            if draw(st.booleans()):
+                pod["min_member"] = 1  # elastic: may give up one pod
+        running.append(pod)
+    gangs = []
+    for k in range(draw(st.integers(1, 2))):
+        req: dict[str, Any] = {GPU: draw(st.sampled_from(["500m", 1, 2]))}
+        if draw(st.booleans()):
+            req["cpu"] = 2
+        gangs.append(
+            {
+                "name": f"g{k}",
+                "queue": "q",
+                "priority": 10,
+                "roles": [{"name": "w", "count": draw(st.integers(1, 2)), "requests": req}],
+            }
+        )
+    data: dict[str, Any] = {
+        "preemption": {"enabled": True},
+        "levels": [{"name": "leaf"}],
+        "nodes": nodes,
+        "queues": [{"name": "q", "preemption": {"within_queue": "lower_priority"}}],
+        "gangs": gangs,
+        "running": running,
+    }
+    if draw(st.booleans()):
+        data["workload"] = [
+            {"requests": {GPU: "500m", "cpu": 1}, "weight": 2},
+            {"requests": {GPU: 1}},
+        ]
+    return data
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(preemption_instances(), st.sampled_from([6000, 0]))
+def test_the_term_counts_what_victims_keep_on_every_solution(
+    data: dict[str, Any], exact_limit: int
+) -> None:
+    """With victims, the devices and CPU that evicted pods free count as free, those kept
+    pods hold as held: the term equals the score's entry of the plan with its evictions."""
+    s, _ = load_instance({**API, **data})
+    ctx = CycleContext.of(s)
+    ix = build_index(ctx, SolverConfig(exact_limit=exact_limit), None)
+    if not ix.items:
+        return
+    model = cp_model.CpModel()
+    v = Variables(model, ix)
+    Constraints(model, ix, v).add_all()
+    terms: dict[str, objective.ObjectiveTerm] = {}
+    objective._expected_fragmentation(model, ix, v, terms)
+    term = terms[NAME]
+    expr = term.expr if term.expr is not None else 0
+    made = v.by_kind()
+    decisions = [var for k in KINDS if k.decision for var in made[k.name].values()]
+    solver = cp_model.CpSolver()
+    solver.parameters.enumerate_all_solutions = True
+    solver.parameters.num_workers = 1
+    solver.parameters.max_deterministic_time = 20.0
+    collect = _Collect(decisions, expr)
+    solver.solve(model, collect)
+    assert collect.seen
+    for key, values in collect.seen.items():
+        assert len(values) == 1, values
+        fixed = model.clone()
+        for var, val in zip(decisions, key, strict=True):
+            fixed.add(fixed.get_int_var_from_proto_index(var.index) == val)
+        one = cp_model.CpSolver()
+        one.parameters.num_workers = 1
+        assert one.solve(fixed) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        pods, evictions = solution_plan(ctx, ix, v.read(one), None)
+        plan = assemble_plan(s, pods, {}, evictions=evictions)
         assert verify(s, plan) == []
         assert score(s, plan)[NAME] == next(iter(values)) + term.const

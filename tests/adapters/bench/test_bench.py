@@ -6,6 +6,7 @@ plan, gaps, wall times) are never asserted; speed is the bench's business, not t
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,10 @@ from gangplan.adapters.bench.suites import (
     ReplayRun,
     Run,
     Skipped,
+    Target,
     evaluate_targets,
     fallbacks,
+    loglog_slope,
     philly_spec,
 )
 from gangplan.adapters.cli import main
@@ -28,7 +31,7 @@ from gangplan.adapters.files import load_snapshot
 from gangplan.solver.baselines import BASELINES
 from gangplan.solver.metrics import plan_metrics
 from gangplan.solver.result import assemble_plan
-from gangplan.solver.score import score
+from gangplan.solver.score import Score, score
 
 INSTANCES = ("default", "fat-tree-64-load50")
 PLACERS = (*BASELINES, "cpsat@1s")
@@ -146,7 +149,10 @@ def test_report_has_every_metric_for_every_placer(small_run) -> None:
 
 def test_targets_of_an_empty_run_are_not_measured() -> None:
     targets = evaluate_targets(BenchResult(suite=SUITES["small"]))
-    assert len(targets) == 6  # issue 5 lists five; issue 9 adds "no fallback"
+    # issue 5 lists five; issue 9 adds "no fallback", the cycle at 5,120 nodes, openb in one
+    # cycle, wall within 10%, the slope, CP-SAT above the baselines at 2,048 and 5,120
+    # nodes, and the replay in each of its two protocols
+    assert len(targets) == 6 + 8
     assert all(t.met is None for t in targets)
 
 
@@ -198,13 +204,75 @@ def test_suites_are_those_of_issue_5() -> None:
     assert fat == sorted(f"fat-tree-{n}-load{load}" for n in (64, 512, 2048) for load in (50, 80))
     assert [i.family for i in standard.instances].count("philly") == 1
     assert standard.replay is not None
-    assert large.cpsat_limits == (1.0, 5.0, 10.0, 30.0)
-    assert {i.name for i in large.instances} - {i.name for i in standard.instances} == {
-        "fat-tree-4096-load50",
-        "fat-tree-4096-load80",
+    assert [i.family for i in standard.instances].count("openb") == 1
+    assert standard.replay.protocols == ("gangplan", "paper")
+    # issue 9: "--suite large runs 5,120 and 20,480 nodes (CP-SAT at 10 s and 30 s)", and
+    # the 5,120-node cycle's target is at --time-limit 5
+    assert large.cpsat_limits == (5.0, 10.0, 30.0)
+    assert {i.name for i in large.instances} == {
+        "fat-tree-5120-load50",
+        "fat-tree-5120-load80",
+        "fat-tree-20480-load50",
     }
 
 
 def test_philly_window_is_skipped_without_the_trace(tmp_path: Path) -> None:
     with pytest.raises(Skipped, match=r"philly\.csv is absent"):
         philly_spec().build(tmp_path)
+
+
+def test_loglog_slope_by_hand() -> None:
+    # t = n / 64: slope 1; t = (n / 64)^2: slope 2 (log 512 - log 64 = log 8, both ways)
+    assert loglog_slope([(64, 1.0), (512, 8.0)]) == pytest.approx(1.0)
+    assert loglog_slope([(64, 1.0), (512, 64.0), (4096, 4096.0)]) == pytest.approx(2.0)
+    assert loglog_slope([(64, 1.0)]) is None  # one size says nothing about growth
+    assert loglog_slope([(64, 1.0), (512, 0.0)]) is None  # no log of 0
+
+
+def _at(run: Run, *, name: str, nodes: int, limit: float, wall: float, value: int) -> Run:
+    """``run`` moved to a fat-tree instance ``name`` of ``nodes`` nodes, with its wall time,
+    limit (None: a baseline) and a one-entry score."""
+    info = dataclasses.replace(run.instance, name=name, family="fat-tree", nodes=nodes)
+    kind = "baseline" if limit == 0 else "cpsat"
+    return dataclasses.replace(
+        run,
+        instance=info,
+        kind=kind,
+        placer="greedy" if kind == "baseline" else f"cpsat@{limit:g}s",
+        time_limit_s=limit or None,
+        wall_time_s=wall,
+        score=Score((("p0.gpu_milli", value),)),
+        parts={"search": wall / 2},
+    )
+
+
+def _target(result: BenchResult, start: str) -> Target:
+    return next(t for t in evaluate_targets(result) if t.text.startswith(start))
+
+
+def test_the_budget_targets_worked_out_by_hand() -> None:
+    base = _cpsat_run("optimal")
+    runs = [
+        # 2,048 nodes: CP-SAT above greedy on a, equal on b; 5,120 nodes: below on c
+        _at(base, name="a", nodes=2048, limit=0, wall=1.0, value=10),
+        _at(base, name="a", nodes=2048, limit=10.0, wall=10.5, value=11),
+        _at(base, name="b", nodes=2048, limit=0, wall=1.0, value=10),
+        _at(base, name="b", nodes=2048, limit=10.0, wall=11.5, value=10),
+        _at(base, name="c", nodes=5120, limit=0, wall=1.0, value=10),
+        _at(base, name="c", nodes=5120, limit=10.0, wall=10.0, value=9),
+        _at(base, name="c", nodes=5120, limit=5.0, wall=4.9, value=9),
+    ]
+    result = BenchResult(suite=SUITES["large"], runs=runs)
+    # 10.5 <= 11 and 10.0, 4.9 within; 11.5 > 1.1 x 10
+    wall = _target(result, "Wall time within 10%")
+    assert wall.met is False and "3 of 4 runs" in wall.evidence and "b@10s 11.50 s" in wall.evidence
+    assert _target(result, "5,120 nodes / about 13,000 gangs").met is True  # 4.9 s at 5 s
+    # better on 1 of 2 is not "most"; below on c fails "never below"
+    at2048 = _target(result, "2,048 nodes at 10 s")
+    assert at2048.met is False and "better on 1, below on 0, equal on 1" in at2048.evidence
+    assert _target(result, "5,120 nodes at 10 s").met is False
+    # outside the search at 10 s: half the wall: 2,048 -> mean(5.25, 5.75) = 5.5; 5,120 -> 5.0
+    slope = _target(result, "Cost growth in nodes")
+    assert slope.met is True  # falling time: slope below 0
+    assert "at 10 s: slope -0.10" in slope.evidence  # log(5/5.5) / log(2.5) = -0.104
+    assert _target(result, "openb as one cycle").met is None
