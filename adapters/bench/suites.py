@@ -408,6 +408,7 @@ def _run_one(
     placer: str,
     limit: float | None,
     workers: int,
+    deterministic: bool = False,
 ) -> Run:
     from gangplan.solver.cycle import run_baseline, solve_cycle
     from gangplan.solver.fairness import fair_shares
@@ -425,7 +426,8 @@ def _run_one(
         result = run_baseline(snapshot, placer)
         name, kind = placer, "baseline"
     else:
-        result = solve_cycle(snapshot, None, SolverConfig(time_limit_s=limit, num_workers=workers))
+        cfg = SolverConfig(time_limit_s=limit, num_workers=workers, deterministic=deterministic)
+        result = solve_cycle(snapshot, None, cfg)
         name, kind = _limit_name(limit), "cpsat"
     wall = time.monotonic() - started
     cpu = time.process_time() - cpu
@@ -600,6 +602,7 @@ def run_suite(
     console: Console | None = None,
     progress: bool = True,
     checkpoint: Callable[[BenchResult], object] | None = None,
+    deterministic: bool = False,
 ) -> BenchResult:
     """Run every placer on every instance of ``suite`` (and its replay) in this process.
 
@@ -611,6 +614,9 @@ def run_suite(
         progress: show the rich progress bar.
         checkpoint: called with the results so far after each instance and each replay
             run (e.g. to write a partial report during a long run).
+        deterministic: CP-SAT's cycles in deterministic mode (one worker, the whole cycle's
+            budget counted in deterministic seconds, not wall time): the same plans on a
+            loaded machine, for tests; wall times are then not the targets' measure.
 
     A placer that raises is recorded in ``errors`` and the suite goes on.
     """
@@ -648,7 +654,9 @@ def run_suite(
             for name, limit in placers:
                 bar.update(task, description=f"{spec.name} ({info.nodes} nodes): {name}")
                 try:
-                    result.runs.append(_run_one(info, snapshot, name, limit, workers))
+                    result.runs.append(
+                        _run_one(info, snapshot, name, limit, workers, deterministic)
+                    )
                 except Exception as err:  # a placer's crash is reported, not fatal
                     result.errors.append((f"{spec.name} {name}", _error(err)))
                 bar.advance(task)

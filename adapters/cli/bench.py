@@ -57,6 +57,14 @@ __all__ = ["bench"]
     help="seeds of CP-SAT's cycles in the replay (default: the suite's)",
 )
 @click.option(
+    "--deterministic",
+    is_flag=True,
+    help=(
+        "CP-SAT's cycles in deterministic mode: one worker, the budget counted in "
+        "deterministic seconds, not wall time (reproducible plans; for tests)"
+    ),
+)
+@click.option(
     "--preemption",
     is_flag=True,
     help=(
@@ -81,6 +89,7 @@ def bench(
     no_progress: bool,
     replay_seeds: int | None,
     replay_cpsat_seeds: int | None,
+    deterministic: bool,
     preemption: bool,
     replan: bool,
 ) -> None:
@@ -132,6 +141,7 @@ def bench(
         console=err,
         progress=not no_progress,
         checkpoint=lambda partial: write_outputs(partial, out),
+        deterministic=deterministic,
     )
     paths = write_outputs(result, out)
     for path in paths:

@@ -66,7 +66,7 @@ CPSAT_ALWAYS = {"variables", "constraints", "open_tiers"}
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("bench")
     result = CliRunner().invoke(
-        main, ["bench", "--suite", "small", "--out", str(out), "--no-progress"]
+        main, ["bench", "--suite", "small", "--out", str(out), "--no-progress", "--deterministic"]
     )
     return out, result.output if result.exit_code == 0 else f"exit {result.exit_code}: " + (
         result.output + repr(result.exception)
