@@ -86,8 +86,8 @@ COPY_SUFFIX = ".mv"
 MOVES_QUEUE = "gangplan-moves"
 """The queue copies are charged to: one without a fair target or a max, so a move neither
 counts twice in its queue's dominant share (the running gang's usage stays in the fair
-shares' base) nor changes the targets. Its queue's max is checked on the final state by the
-verifier (a move that frees quota there is not modelled)."""
+shares' base) nor changes the targets. Against a queue's max a copy counts as its running
+gang's queue (family ``queue_max``): a move never frees quota."""
 """Appended to a moving gang's name and to each of its pods' for its copy (``.mv`` names
 the copy apart from any real gang: dots are allowed in object names)."""
 
@@ -483,8 +483,39 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
         sol = found
         sols.append(sol)
         frontier.append(point)
-    best = max(range(len(frontier)), key=lambda i: (frontier[i].score, -i))
-    return _finish(snapshot, s2, copies, sols[best], frontier, st, started)
+    return _first_verified(snapshot, s2, copies, sols, frontier, st, started)
+
+
+def _first_verified(
+    snapshot: Snapshot,
+    s2: Snapshot,
+    copies: dict[str, str],
+    sols: list[_Solved],
+    frontier: list[FrontierPoint],
+    st: ReplanSettings,
+    started: float,
+) -> ReplanResult:
+    """The move plan of the best budget (the smallest among equals) whose move plan and
+    final plan pass their verifiers; the budgets before it that failed are named in the
+    notes. Budget 0 moves nothing, so it passes unless the snapshot's own plan fails."""
+    order = sorted(range(len(frontier)), key=lambda i: (frontier[i].score, -i), reverse=True)
+    notes: list[str] = []
+    first: ReplanResult | None = None
+    for i in order:
+        result = _finish(snapshot, s2, copies, sols[i], frontier, st, started)
+        first = first or result
+        problems = [str(v) for v in result.violations] + result.plan_violations
+        if not problems:
+            if notes:
+                notes.append(f"falling back to budget {frontier[i].budget}'s move plan")
+            result.notes = notes + result.notes
+            return result
+        notes.append(
+            f"budget {frontier[i].budget}'s move plan fails its verifier: " + "; ".join(problems)
+        )
+    assert first is not None  # the frontier always has budget 0
+    first.notes = notes + first.notes
+    return first
 
 
 def _finish(

@@ -50,6 +50,7 @@ def frontier_lines(result: object) -> list[str]:
     )
     for x in mp.left_out:
         out.append(f"  left out {x.gang}: {x.reason}")
+    out += [f"note: {n}" for n in result.notes]
     return out
 
 
@@ -147,10 +148,12 @@ def replan(
         config=SolverConfig(time_limit_s=time_limit, deterministic=deterministic),
     )
     result = run(snapshot, settings)
-    problems = [str(v) for v in result.violations] + result.plan_violations
-    if problems:
-        raise UserError(["the move plan fails its verifier (a bug):", *problems])
     lines = frontier_lines(result)
+    problems = [str(v) for v in result.violations] + result.plan_violations
+    if problems:  # no budget's plan verifies, not even budget 0's: nothing is written
+        for line in lines:
+            click.echo(line)
+        raise UserError(["no budget's move plan passes its verifier:", *problems])
     if output is not None:
         data = result.move_plan.model_dump(mode="json", by_alias=True, exclude_none=True)
         write_output(output, dump_data(data, "json" if output.suffix == ".json" else "yaml"))

@@ -344,3 +344,62 @@ def test_the_frontier_never_gets_worse_with_a_larger_budget(
     assert "kept" in points[2].status
     assert all(a.score <= b.score for a, b in itertools.pairwise(points))
     assert result.violations == [] and result.plan_violations == []
+
+
+# --------------------------------------------------------------------------- queue max
+
+
+def _capped() -> Snapshot:
+    """One node of 4 GPUs; queue q may use 2 GPUs. Running: r (one 2-GPU pod of q, may
+    move). Pending: p (one 1-GPU pod of q). q is at its max: p cannot start, and moving r
+    does not change that (its copy is q's too)."""
+    return _load(
+        {
+            "nodes": [{"name": "n1", "allocatable": {GPU: 4, "cpu": 8}}],
+            "queues": [{"name": "q", "max": {GPU: 2}}],
+            "running": [
+                {"name": "r", "gang": "r", "queue": "q", "node": "n1", "requests": {GPU: 2}}
+            ],
+            "gangs": [
+                {
+                    "name": "p",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {GPU: 1}}],
+                }
+            ],
+        }
+    )
+
+
+def test_a_moved_gang_still_counts_against_its_queues_max() -> None:
+    # q holds 2 GPUs of its max 2 (r): p (1 GPU) is over it at every budget. The copy of r
+    # sits in the replan's own queue; it must still count as q's, else moving r "frees" 2
+    # GPUs of q's quota and p is admitted (3 GPUs of q after the move).
+    result = replan(_capped(), ReplanSettings(max_moved_gangs=1, config=DET))
+    assert [(p.budget, p.admitted) for p in result.frontier] == [(0, 0), (1, 0)]
+    assert result.move_plan.final.pods == ()
+    assert result.violations == [] and result.plan_violations == []
+
+
+def test_a_move_plan_its_verifier_refuses_falls_back_to_one_that_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Budget 1 admits big with one move (test_the_fewest_moves_...). Made to fail its move
+    # verifier (any plan with a move), the replan falls back to budget 0: no move, nothing
+    # admitted, and the notes say why.
+    import gangplan.solver.replan as rp
+    from gangplan.solver.verify_moves import MoveViolation
+
+    real = rp.verify_moves
+
+    def refuse(snapshot: Any, mp: Any, **kw: Any) -> Any:
+        found = real(snapshot, mp, **kw)
+        return [*found, MoveViolation("test", None, "refused")] if mp.moves else found
+
+    monkeypatch.setattr(rp, "verify_moves", refuse)
+    result = replan(_racks(), ReplanSettings(max_moved_gangs=1, config=DET))
+    assert result.frontier[-1].admitted == 1
+    assert result.move_plan.moves == () and result.move_plan.final.pods == ()
+    assert result.violations == [] and result.plan_violations == []
+    assert result.notes[0].startswith("budget 1's move plan fails its verifier")
+    assert result.notes[-1] == "falling back to budget 0's move plan"
