@@ -80,6 +80,7 @@ __all__ = [
     "move_snapshot",
     "replan",
     "stranded_gpus",
+    "why_not_movable",
 ]
 
 COPY_SUFFIX = ".mv"
@@ -146,6 +147,12 @@ class ReplanResult:
     plan_violations: list[str]
     notes: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
+    not_movable: dict[str, str] = field(default_factory=dict)
+    """running gang key -> why it may not move (:func:`why_not_movable`)"""
+    final_score: Score | None = None
+    """the final plan's score in the state after the waves (None: not computed)"""
+    base_score: Score | None = None
+    """the same for budget 0 (no move): what the move plan is compared with"""
 
 
 # --------------------------------------------------------------------------- candidates
@@ -198,16 +205,44 @@ def stranded_gpus(view: dict[str, dict[str, int]], pod_gpus: int) -> int:
     return sum(_whole_free(devs) % pod_gpus for devs in view.values())
 
 
-def movable_gangs(snapshot: Snapshot, max_candidates: int | None = None) -> list[RunningGang]:
-    """Running gangs that may move (module docstring): all pods preemptible, a queue, some
-    request; with ``max_candidates``, those whose leaves have the most free GPUs first
-    (moving them out frees a leaf), then the fewest GPUs."""
+def why_not_movable(rg: RunningGang, limits: WaveLimits | None = None) -> str | None:
+    """Why running gang ``rg`` may not move (None: it may): a pod that tolerates no
+    disruption, no queue, a pod without requests, or — a gang is evicted whole in one wave
+    (:class:`~gangplan.models.WaveLimits`) — more pods on one node, in one namespace or
+    under one PodDisruptionBudget than a wave may move."""
+    if not rg.preemptible:
+        return "not preemptible"
+    if rg.queue is None:
+        return "of no queue"
+    if not all(p.requests for p in rg.pods):
+        return "a pod without requests"
+    if limits is None:
+        return None
+    per_node = Counter(p.node for p in rg.pods)
+    if limits.max_moving_per_node is not None and max(per_node.values()) > (
+        limits.max_moving_per_node
+    ):
+        return "over the per-node budget"
+    ns = Counter(p.namespace for p in rg.pods)
+    if limits.max_moving_per_namespace is not None and max(ns.values()) > (
+        limits.max_moving_per_namespace
+    ):
+        return "over the per-namespace budget"
+    for b in limits.budgets:
+        covered = sum(1 for p in rg.pods if p.namespace == b.namespace and p.name in b.pods)
+        if covered > b.disruptions_allowed:
+            return "over a PodDisruptionBudget"
+    return None
+
+
+def movable_gangs(
+    snapshot: Snapshot, max_candidates: int | None = None, limits: WaveLimits | None = None
+) -> list[RunningGang]:
+    """Running gangs that may move (module docstring; :func:`why_not_movable` gives None,
+    the waves' ``limits`` counted when given); with ``max_candidates``, those whose leaves
+    have the most free GPUs first (moving them out frees a leaf), then the fewest GPUs."""
     rules = snapshot.preemption_rules
-    out = [
-        rg
-        for rg in rules.gangs.values()
-        if rg.preemptible and rg.queue is not None and all(p.requests for p in rg.pods)
-    ]
+    out = [rg for rg in rules.gangs.values() if why_not_movable(rg, limits) is None]
     if max_candidates is None or len(out) <= max_candidates:
         return out
     topo = build_topology(snapshot)
@@ -452,7 +487,12 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
     st = settings or ReplanSettings()
     started = time.monotonic()
     topo = build_topology(snapshot)
-    movable = movable_gangs(snapshot, st.max_candidates)
+    movable = movable_gangs(snapshot, st.max_candidates, st.limits)
+    not_movable = {
+        key: why
+        for key, rg in sorted(snapshot.preemption_rules.gangs.items())
+        if (why := why_not_movable(rg, st.limits)) is not None
+    }
     s2, copies = move_snapshot(snapshot, movable, topo)
     shares = _shares(snapshot, s2)
     ctx = CycleContext.of(snapshot, topology=topo)
@@ -483,7 +523,65 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
         sol = found
         sols.append(sol)
         frontier.append(point)
-    return _first_verified(snapshot, s2, copies, sols, frontier, st, started)
+    result = _first_verified(snapshot, s2, copies, sols, frontier, st, started)
+    result.not_movable = not_movable
+    if result.move_plan.left_out:
+        result = _without_left_out(snapshot, topo, movable, result, sols[0], st, started)
+    base = _finish(snapshot, s2, copies, sols[0], frontier, st, started)
+    result.base_score = _final_score(snapshot, base.move_plan)
+    result.final_score = _final_score(snapshot, result.move_plan)
+    if result.move_plan.moves and result.final_score <= result.base_score:
+        # the moves gain nothing once the waves are made: make none
+        base.notes = [*result.notes, "the moves gain nothing over budget 0's plan: none made"]
+        base.not_movable, base.base_score = not_movable, result.base_score
+        base.final_score = result.base_score
+        result = base
+    result.wall_time_s = time.monotonic() - started
+    return result
+
+
+def _final_score(snapshot: Snapshot, mp: MovePlan) -> Score:
+    """The score of the move plan's final plan in the state after its waves."""
+    return score(_after_moves(snapshot, mp), mp.final)
+
+
+def _without_left_out(
+    snapshot: Snapshot,
+    topo: Topology,
+    movable: list[RunningGang],
+    result: ReplanResult,
+    base: _Solved,
+    st: ReplanSettings,
+    started: float,
+) -> ReplanResult:
+    """Solve once more, at the chosen budget, without the gangs the waves left out (their
+    room was never freed); keep whichever final plan scores higher in the state after its
+    waves."""
+    gone = {x.gang for x in result.move_plan.left_out}
+    keep = [rg for rg in movable if rg.key not in gone]
+    s2, copies = move_snapshot(snapshot, keep, topo)
+    ctx2 = CycleContext.of(s2, topology=build_topology(s2), workload=Workload.of_snapshot(snapshot))
+    ctx2.shares = _shares(snapshot, s2)
+    milli = None if st.max_moved_gpus is None else st.max_moved_gpus * GPU_MILLI
+    budget = max(0, result.move_plan.moved_gangs + len(gone))
+    spec = MoveSpec(copies=copies, max_gangs=min(budget, len(keep)), max_gpu_milli=milli)
+    cfg = st.config
+    seconds = max(0.2, cfg.time_limit_s / 4)
+    if cfg.deterministic:
+        det = (cfg.deterministic_time or cfg.time_limit_s) / 4
+        cfg = dataclasses.replace(cfg, deterministic_time=det)
+    sol = _solve(ctx2, spec, base, cfg, seconds)
+    again = _finish(snapshot, s2, copies, sol, result.frontier, st, started)
+    note = f"{len(gone)} moves left out by the waves ({', '.join(sorted(gone))}): re-solved without"
+    problems = [str(v) for v in again.violations] + again.plan_violations
+    if problems or _final_score(snapshot, again.move_plan) <= _final_score(
+        snapshot, result.move_plan
+    ):
+        result.notes.append(note + "; the first plan stands")
+        return result
+    again.notes = [*result.notes, note + " them"]
+    again.not_movable = result.not_movable
+    return again
 
 
 def _first_verified(

@@ -50,8 +50,42 @@ def frontier_lines(result: object) -> list[str]:
     )
     for x in mp.left_out:
         out.append(f"  left out {x.gang}: {x.reason}")
-    out += [f"note: {n}" for n in result.notes]
+    if result.final_score is not None:
+        out.append(
+            f"final plan: {len({p.gang_key for p in mp.final.pods})} gangs admitted; score: "
+            + _against(result.base_score, result.final_score)
+        )
+    if result.not_movable:
+        out += _wrapped(f"{len(result.not_movable)} gangs not movable: " + _why(result))
+    for n in result.notes:
+        out += _wrapped(f"note: {n}")
     return out
+
+
+def _why(result: object) -> str:
+    """The reasons gangs may not move, counted, naming the gangs a wave budget keeps."""
+    from gangplan.solver.replan import ReplanResult
+
+    assert isinstance(result, ReplanResult)
+    by: dict[str, list[str]] = {}
+    for key, why in result.not_movable.items():
+        by.setdefault(why, []).append(key)
+    parts = []
+    for why, keys in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        named = (
+            ""
+            if why == "not preemptible"
+            else f" ({', '.join(keys[:3])}{', ...' * (len(keys) > 3)})"
+        )
+        parts.append(f"{len(keys)} {why}{named}")
+    return ", ".join(parts)
+
+
+def _wrapped(line: str) -> list[str]:
+    """``line`` wrapped at 80 columns, continuation lines indented by two."""
+    import textwrap
+
+    return textwrap.wrap(line, 80, subsequent_indent="  ", break_on_hyphens=False)
 
 
 def _against(base: object, score: object) -> str:

@@ -403,3 +403,48 @@ def test_a_move_plan_its_verifier_refuses_falls_back_to_one_that_passes(
     assert result.violations == [] and result.plan_violations == []
     assert result.notes[0].startswith("budget 1's move plan fails its verifier")
     assert result.notes[-1] == "falling back to budget 0's move plan"
+
+
+def test_a_gang_no_wave_may_move_is_not_offered_to_the_model() -> None:
+    # At most one pod of a namespace moves per wave, and a gang is evicted whole in one
+    # wave: b (2 pods) and c (4 pods) can never move. a, d and e (one pod each) can; one
+    # move of a frees rack r1 for big (test_the_fewest_moves_...; c's move is out now).
+    from gangplan.models import WaveLimits
+
+    s = _racks()
+    limits = WaveLimits(max_moving_per_namespace=1)
+    assert sorted(rg.key for rg in movable_gangs(s, limits=limits)) == [
+        "default/a",
+        "default/d",
+        "default/e",
+    ]
+    result = replan(s, ReplanSettings(max_moved_gangs=1, limits=limits, config=DET))
+    why = "over the per-namespace budget"
+    assert result.not_movable == {"default/b": why, "default/c": why}
+    assert [m.gang for m in result.move_plan.moves] == ["default/a"]
+    assert result.move_plan.left_out == ()
+    assert {p.gang for p in result.move_plan.final.pods} == {"big"}
+    assert result.violations == [] and result.plan_violations == []
+
+
+def test_moves_the_waves_leave_out_are_solved_again_without_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A PodDisruptionBudget allows no disruption of c's first pod: the waves cannot move c.
+    # Offered to the model anyway (the check that would keep it out is switched off),
+    # budget 1 frees rack r3 by packing c's four pods on one node (better on locality than
+    # a's move, test_the_fewest_moves_...), the waves leave it out, and the replan solves
+    # once more without c: one move still frees a rack, a's (r1, 8 GPUs; b's moves 16).
+    import gangplan.solver.replan as rp
+    from gangplan.models import DisruptionBudget, WaveLimits
+
+    real = rp.why_not_movable
+    monkeypatch.setattr(rp, "why_not_movable", lambda rg, limits=None: real(rg, None))
+    pdb = DisruptionBudget(name="pdb", pods=("c-0",), disruptions_allowed=0)
+    limits = WaveLimits(budgets=(pdb,))
+    result = replan(_racks(), ReplanSettings(max_moved_gangs=1, limits=limits, config=DET))
+    assert [m.gang for m in result.move_plan.moves] == ["default/a"]
+    assert result.move_plan.left_out == ()
+    assert {p.gang for p in result.move_plan.final.pods} == {"big"}
+    assert any("left out by the waves" in n and "re-solved without them" in n for n in result.notes)
+    assert result.violations == [] and result.plan_violations == []
