@@ -451,6 +451,45 @@ def _solve(
     return _Solved(list(out.pods), list(out.evictions), out.status.value)
 
 
+def _normalized(s2: Snapshot, copies: dict[str, str], sol: _Solved) -> _Solved:
+    """``sol`` with its single-pod copies given to the gangs actually evicted
+    (:func:`_assign_single_copies`) and without its **null moves**: a gang whose copy's
+    pods all land on the node and devices its pods hold now stays (its evictions and its
+    copy's pods dropped)."""
+    pods = _assign_single_copies(s2, sol.pods, sol.evictions, copies)
+    copy_to_running = {v: k for k, v in copies.items()}
+    running = {(p.namespace, p.name): p for p in s2.running}
+    same: dict[str, bool] = {}
+    for p in pods:
+        key = copy_to_running.get(p.gang_key)
+        if key is None:
+            continue
+        rp = running.get((p.namespace, p.pod[: -len(COPY_SUFFIX)]))
+        hold = s2.free(rp.node).holds.get((rp.namespace, rp.name)) if rp is not None else None
+        here = (
+            rp is not None
+            and hold is not None
+            and p.node == rp.node
+            and set(p.gpus) == set(hold.gpu_milli)
+            and set(p.nics) == set(hold.nics)
+        )
+        same[key] = same.get(key, True) and here
+    null = {key for key, here in same.items() if here}
+    if not null:
+        return _Solved(pods, sol.evictions, sol.status)
+    rules = s2.preemption_rules
+    null_copies = {copies[k] for k in null}
+    return _Solved(
+        [p for p in pods if p.gang_key not in null_copies],
+        [
+            e
+            for e in sol.evictions
+            if rules.key_of(running[(e.namespace, e.pod)]) not in null
+        ],
+        sol.status,
+    )
+
+
 def _point(
     s2: Snapshot,
     topo: Topology,
@@ -460,6 +499,7 @@ def _point(
     budget: int,
     pod_gpus: int,
 ) -> FrontierPoint:
+    sol = _normalized(s2, copies, sol)
     plan = Plan(pods=tuple(sol.pods), evictions=tuple(sol.evictions))
     sc = score(s2, plan, topology=topo, shares=shares)
     evicted = {(e.namespace, e.pod) for e in sol.evictions}
@@ -625,7 +665,8 @@ def _finish(
     st: ReplanSettings,
     started: float,
 ) -> ReplanResult:
-    pods = _assign_single_copies(s2, sol.pods, sol.evictions, copies)
+    sol = _normalized(s2, copies, sol)
+    pods = sol.pods
     copy_to_running = {v: k for k, v in copies.items()}
     rules = snapshot.preemption_rules
     targets: dict[str, list[PodPlacement]] = defaultdict(list)

@@ -448,3 +448,31 @@ def test_moves_the_waves_leave_out_are_solved_again_without_them(
     assert {p.gang for p in result.move_plan.final.pods} == {"big"}
     assert any("left out by the waves" in n and "re-solved without them" in n for n in result.notes)
     assert result.violations == [] and result.plan_violations == []
+
+
+# --------------------------------------------------------------------------- null moves
+
+
+@pytest.mark.parametrize(
+    ("gpus", "moves"),
+    [
+        (("gpu-0", "gpu-1"), []),  # r holds gpu-0 and gpu-1 (named none: the lowest): stays
+        (("gpu-1", "gpu-0"), []),  # the same devices in another order: stays
+        (("gpu-2", "gpu-3"), ["default/r"]),  # other devices of its node: a move
+    ],
+)
+def test_a_move_to_where_the_gang_runs_now_is_no_move(
+    gpus: tuple[str, str], moves: list[str]
+) -> None:
+    import gangplan.solver.replan as rp
+
+    s = _capped()
+    s2, copies = move_snapshot(s, movable_gangs(s))
+    assert copies == {"default/r": "default/r.mv"}
+    copy = PodPlacement(pod="r.mv", gang="r.mv", role="r0", node="n1", gpus=gpus)
+    gone = Eviction(pod="r", gang="r", node="n1", for_gang="default/r.mv", kind="move")
+    sol = rp._Solved([copy], [gone], "by hand")
+    result = rp._finish(s, s2, copies, sol, [], ReplanSettings(config=DET), 0.0)
+    assert [m.gang for m in result.move_plan.moves] == moves
+    assert len(result.target.evictions) == len(moves)
+    assert result.violations == [] and result.plan_violations == []
