@@ -152,7 +152,10 @@ def apply(
     moves = _move_plan(plan)
     if moves is not None:
         cfg, api = _setup(config, kubeconfig, context, dry_run)
-        _apply_moves(api, cfg, moves, plan)
+        try:
+            _apply_moves(api, cfg, moves, plan)
+        except run.NotSynced as err:
+            raise _not_synced(api, err) from None
         return
     with user_errors():
         p = load_plan(plan)

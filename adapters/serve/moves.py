@@ -65,11 +65,19 @@ def apply_moves(
     polls: int = 60,
     clock: Clock | None = None,
 ) -> list[WaveReport]:
-    """Run ``plan`` wave by wave (module docstring); never raises for the API. ``clock``:
-    the loop's (default the system's)."""
-    from gangplan.adapters.serve.run import make_loop
+    """Run ``plan`` wave by wave (module docstring). ``clock``: the loop's (default the
+    system's).
+
+    Raises:
+        NotSynced: a watched kind could not be listed, e.g. an API server that cannot be
+            reached (:func:`~gangplan.adapters.serve.run.apply_plan`'s check; nothing is
+            evicted then). Once the waves start, API errors stop a wave and are reported.
+    """
+    from gangplan.adapters.serve.run import _require_synced, make_loop
 
     loop = make_loop(api, config, once=True, clock=clock)
+    loop.cache.pump()
+    _require_synced(loop)
     reports: list[WaveReport] = []
     for wave in plan.waves:
         rep = _run_wave(loop, wave, wait, polls)

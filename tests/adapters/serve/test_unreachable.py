@@ -127,3 +127,27 @@ def test_the_long_run_keeps_retrying_and_is_not_ready(clock: FakeClock) -> None:
     finally:
         server.shutdown()
     assert len(lines) == 4
+
+
+def test_apply_of_a_move_plan_says_the_server_cannot_be_reached(
+    dead: tuple[Path, str], tmp_path: Path
+) -> None:
+    # the same check as the Plan path's, before any wave: no "wave 0: ... not running"
+    kc, url = dead
+    to = {"pod": "r2", "gang": "r", "role": "r0", "node": "n1", "gpus": ["gpu-0"]}
+    moves = {
+        "apiVersion": "gangplan.io/v1alpha1",
+        "kind": "MovePlan",
+        "waves": [
+            {
+                "index": 0,
+                "moves": [{"gang": "default/r", "pods": [{"pod": "r2", "node": "n0", "to": to}]}],
+            }
+        ],
+    }
+    path = tmp_path / "mm.yaml"
+    path.write_text(yaml.safe_dump(moves))
+    res = CliRunner().invoke(main, ["apply", str(path), "--dry-run", "--kubeconfig", str(kc)])
+    assert res.exit_code == 1, res.output
+    assert f"error: cannot reach the API server {url} (" in res.stderr
+    assert "wave 0" not in res.stderr
