@@ -152,10 +152,14 @@ def apply(
     moves = _move_plan(plan)
     if moves is not None:
         cfg, api = _setup(config, kubeconfig, context, dry_run)
+        from gangplan.adapters.serve.moves import MovePlanRefused
+
         try:
             _apply_moves(api, cfg, moves, plan)
         except run.NotSynced as err:
             raise _not_synced(api, err) from None
+        except MovePlanRefused as err:
+            raise UserError([f"{plan}: {line}" for line in err.lines]) from None
         return
     with user_errors():
         p = load_plan(plan)
@@ -190,6 +194,13 @@ def _move_plan(path: Path) -> Any:
         _name, data = read_data(path)
     if not isinstance(data, dict) or data.get("kind") != "MovePlan":
         return None
+    if "final" not in data:  # gangplan replan -o always writes it: the file is cut short
+        raise UserError(
+            [
+                f"{path}: final: missing (the pending gangs' plan after the waves; a move plan "
+                "from gangplan replan -o always has it)"
+            ]
+        )
     try:
         return MovePlan.model_validate(data)
     except ValidationError as err:

@@ -138,6 +138,7 @@ def test_apply_of_a_move_plan_says_the_server_cannot_be_reached(
     moves = {
         "apiVersion": "gangplan.io/v1alpha1",
         "kind": "MovePlan",
+        "final": {},
         "waves": [
             {
                 "index": 0,
@@ -151,3 +152,12 @@ def test_apply_of_a_move_plan_says_the_server_cannot_be_reached(
     assert res.exit_code == 1, res.output
     assert f"error: cannot reach the API server {url} (" in res.stderr
     assert "wave 0" not in res.stderr
+
+
+def test_a_move_plan_without_its_final_plan_is_refused_naming_the_file(tmp_path: Path) -> None:
+    # no cluster is needed to see it: refused before any connection
+    path = tmp_path / "mm.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "gangplan.io/v1alpha1", "kind": "MovePlan"}))
+    res = CliRunner().invoke(main, ["apply", str(path), "--dry-run"])
+    assert res.exit_code == 1, res.output
+    assert res.stderr.startswith(f"error: {path}: final: missing")
