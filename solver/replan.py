@@ -153,6 +153,11 @@ class ReplanResult:
     """the final plan's score in the state after the waves (None: not computed)"""
     base_score: Score | None = None
     """the same for budget 0 (no move): what the move plan is compared with"""
+    leaf_level: str | None = None
+    """the lowest topology level (the frontier's "largest gang" fits in one of its domains)"""
+    workload_weight: tuple[int, int] = (1, 1)
+    """``Σ_m w_m`` of the frontier's and of the final score's workloads: divides
+    ``fragmentation.expected`` into milli-GPU (:mod:`gangplan.solver.score`)"""
 
 
 # --------------------------------------------------------------------------- candidates
@@ -481,11 +486,7 @@ def _normalized(s2: Snapshot, copies: dict[str, str], sol: _Solved) -> _Solved:
     null_copies = {copies[k] for k in null}
     return _Solved(
         [p for p in pods if p.gang_key not in null_copies],
-        [
-            e
-            for e in sol.evictions
-            if rules.key_of(running[(e.namespace, e.pod)]) not in null
-        ],
+        [e for e in sol.evictions if rules.key_of(running[(e.namespace, e.pod)]) not in null],
         sol.status,
     )
 
@@ -576,8 +577,14 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
         base.not_movable, base.base_score = not_movable, result.base_score
         base.final_score = result.base_score
         result = base
+    result.leaf_level = topo.leaf_level
+    result.workload_weight = (_weight(result.move_snapshot), _weight(snapshot))
     result.wall_time_s = time.monotonic() - started
     return result
+
+
+def _weight(snapshot: Snapshot) -> int:
+    return max(1, sum(w for _shape, w in Workload.of_snapshot(snapshot).reduced()))
 
 
 def _final_score(snapshot: Snapshot, mp: MovePlan) -> Score:
@@ -612,7 +619,8 @@ def _without_left_out(
         cfg = dataclasses.replace(cfg, deterministic_time=det)
     sol = _solve(ctx2, spec, base, cfg, seconds)
     again = _finish(snapshot, s2, copies, sol, result.frontier, st, started)
-    note = f"{len(gone)} moves left out by the waves ({', '.join(sorted(gone))}): re-solved without"
+    what = "1 move" if len(gone) == 1 else f"{len(gone)} moves"
+    note = f"{what} left out by the waves ({', '.join(sorted(gone))}): re-solved without"
     problems = [str(v) for v in again.violations] + again.plan_violations
     if problems or _final_score(snapshot, again.move_plan) <= _final_score(
         snapshot, result.move_plan

@@ -204,7 +204,11 @@ def _move_plan(path: Path) -> Any:
     try:
         return MovePlan.model_validate(data)
     except ValidationError as err:
-        lines = [f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()]
+        lines = [
+            f"{path}: {'.'.join(map(str, e['loc']))}: "
+            + e["msg"].replace("a valid tuple", "a list")  # a tuple is a YAML list
+            for e in err.errors()
+        ]
         raise UserError(lines) from None
 
 

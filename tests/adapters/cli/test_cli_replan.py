@@ -73,3 +73,24 @@ def test_replan_refuses_a_missing_file(tmp_path: Path) -> None:
     assert res.exit_code != 0
     assert "nope.yaml" in res.output
     assert "Traceback" not in res.output
+
+
+def test_the_frontier_speaks_in_a_persons_units_within_80_columns(tmp_path: Path) -> None:
+    data = _racks()
+    data["levels"] = [{"name": "rack", "node_label": "rack"}]
+    data["gangs"][0]["topology"] = {"required": "rack"}
+    inst = tmp_path / "racks.yaml"
+    inst.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(
+        main, ["replan", str(inst), "--max-moved-gangs", "1", "--deterministic"]
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    assert "fits in one rack;" in " ".join(lines)  # the lowest level's name, not "leaf"
+    # q's dominant share: 16 of 32 GPUs run, big's 16 more are its demand, its fair target
+    # is all 32: 50 percentage points short at weight 1 before the move, none after
+    (row,) = [line for line in lines if line.startswith("     1 ")]
+    assert row.endswith("  p0 fair-share gap 50 -> 0")
+    assert "move plan: 1 gang (1 pod) in 1 wave" in lines
+    assert "final plan: 1 gang admitted; score: p0 fair-share gap 50 -> 0" in lines

@@ -161,3 +161,12 @@ def test_a_move_plan_without_its_final_plan_is_refused_naming_the_file(tmp_path:
     res = CliRunner().invoke(main, ["apply", str(path), "--dry-run"])
     assert res.exit_code == 1, res.output
     assert res.stderr.startswith(f"error: {path}: final: missing")
+
+
+def test_a_move_plan_whose_waves_are_no_list_says_a_list(tmp_path: Path) -> None:
+    path = tmp_path / "mm.yaml"
+    bad = {"apiVersion": "gangplan.io/v1alpha1", "kind": "MovePlan", "final": {}, "waves": 3}
+    path.write_text(yaml.safe_dump(bad))
+    res = CliRunner().invoke(main, ["apply", str(path), "--dry-run"])
+    assert res.exit_code == 1, res.output
+    assert res.stderr == f"error: {path}: waves: Input should be a list\n"
