@@ -4,12 +4,14 @@ and the move plan that gets there (``docs/solver.md``, "Replan").
 Overview (:func:`replan`):
 
 1. :func:`movable_gangs`: the running gangs that may move — every pod tolerates disruption
-   (``preemptible``), the gang is charged to a queue; optionally only the
+   (``preemptible``), the gang is charged to a queue, a wave's budgets let it move whole
+   (:func:`why_not_movable`); optionally only the
    ``max_candidates`` most promising (those on the emptiest leaves first);
 2. :func:`move_snapshot`: the snapshot with each movable gang a victim of the preemption
    model and a pending **copy** of it (same pods by name, same queue and priority, roles by
-   identical requests, required to stay within the lowest topology domain that holds it
-   now, on its GPU model, never preempting anyone, charged to :data:`MOVES_QUEUE`); other
+   identical requests, a multi-pod gang's required to stay within the lowest topology
+   domain that holds all its pods now (a single-pod gang's may go anywhere: moving it out
+   is what frees a leaf), on its GPU model, never preempting anyone, charged to :data:`MOVES_QUEUE`); other
    running pods stay put;
 3. per move budget ``0, 1, 2, 4, 8, ...`` up to ``max_moved_gangs``: CP-SAT on that
    snapshot (:mod:`gangplan.solver.model.moves`), hinted with the previous budget's

@@ -476,3 +476,22 @@ def test_a_move_to_where_the_gang_runs_now_is_no_move(
     assert [m.gang for m in result.move_plan.moves] == moves
     assert len(result.target.evictions) == len(moves)
     assert result.violations == [] and result.plan_violations == []
+
+
+def test_only_a_multi_pod_copy_must_stay_in_its_lowest_domain() -> None:
+    # docs/solver.md: a multi-pod gang's copy stays inside the lowest domain that holds all
+    # its pods (b's two pods and c's four are each in one rack); a single-pod gang's copy
+    # (a, d, e) may go anywhere — moving it out is what frees a rack
+    s = _racks()
+    s2, copies = move_snapshot(s, movable_gangs(s))
+    required = {
+        key: (g.topology.required if g.topology else None)
+        for key, g in ((k, s2.gang_by_key[c]) for k, c in copies.items())
+    }
+    assert required == {
+        "default/a": None,
+        "default/b": "leaf",
+        "default/c": "leaf",
+        "default/d": None,
+        "default/e": None,
+    }
