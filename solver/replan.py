@@ -149,6 +149,8 @@ class ReplanResult:
     plan_violations: list[str]
     notes: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
+    movable: int = 0
+    """running gangs offered to the model"""
     not_movable: dict[str, str] = field(default_factory=dict)
     """running gang key -> why it may not move (:func:`why_not_movable`)"""
     final_score: Score | None = None
@@ -580,6 +582,7 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
         base.final_score = result.base_score
         result = base
     result.leaf_level = topo.leaf_level
+    result.movable = len(movable)
     result.workload_weight = (_weight(result.move_snapshot), _weight(snapshot))
     result.wall_time_s = time.monotonic() - started
     return result

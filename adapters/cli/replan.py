@@ -63,7 +63,10 @@ def frontier_lines(result: object) -> list[str]:
         admitted = len({p.gang_key for p in mp.final.pods})
         diff = _against(result.base_score, result.final_score, level, final_weight)
         out += _wrapped(f"final plan: {_count(admitted, 'gang')} admitted; score: {diff}")
-    if result.not_movable:
+    if not result.movable:
+        why = _why(result) if result.not_movable else "none runs"
+        out += _wrapped(f"no running gang may move: {why}")
+    elif result.not_movable:
         n = len(result.not_movable)
         out += _wrapped(f"{_count(n, 'gang')} not movable: " + _why(result))
     for note in result.notes:
