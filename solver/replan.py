@@ -11,8 +11,8 @@ Overview (:func:`replan`):
    model and a pending **copy** of it (same pods by name, same queue and priority, roles by
    identical requests, a multi-pod gang's required to stay within the lowest topology
    domain that holds all its pods now (a single-pod gang's may go anywhere: moving it out
-   is what frees a leaf), on its GPU model, never preempting anyone, charged to :data:`MOVES_QUEUE`); other
-   running pods stay put;
+   is what frees a leaf), on its GPU model, never preempting anyone, charged to
+   :data:`MOVES_QUEUE`); other running pods stay put;
 3. per move budget ``0, 1, 2, 4, 8, ...`` up to ``max_moved_gangs``: CP-SAT on that
    snapshot (:mod:`gangplan.solver.model.moves`), hinted with the previous budget's
    solution (the first with the best baseline plan, no move); each solve gets an equal

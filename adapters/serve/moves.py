@@ -77,10 +77,10 @@ def check_move_plan(plan: MovePlan, nodes: Collection[str]) -> list[str]:
                         out.append(
                             f"{where}: pod {name}: {field_} {node!r} is no node of the cluster"
                         )
-    for p in plan.final.pods:
-        if p.node not in nodes:
+    for fp in plan.final.pods:
+        if fp.node not in nodes:
             out.append(
-                f"final: pod {p.namespace}/{p.pod}: node {p.node!r} is no node of the cluster"
+                f"final: pod {fp.namespace}/{fp.pod}: node {fp.node!r} is no node of the cluster"
             )
     return out
 
