@@ -4,13 +4,15 @@ and the move plan that gets there (``docs/solver.md``, "Replan").
 Overview (:func:`replan`):
 
 1. :func:`movable_gangs`: the running gangs that may move — every pod tolerates disruption
-   (``preemptible``), the gang is charged to a queue; optionally only the
+   (``preemptible``), the gang is charged to a queue, a wave's budgets let it move whole
+   (:func:`why_not_movable`); optionally only the
    ``max_candidates`` most promising (those on the emptiest leaves first);
 2. :func:`move_snapshot`: the snapshot with each movable gang a victim of the preemption
    model and a pending **copy** of it (same pods by name, same queue and priority, roles by
-   identical requests, required to stay within the lowest topology domain that holds it
-   now, on its GPU model, never preempting anyone, charged to :data:`MOVES_QUEUE`); other
-   running pods stay put;
+   identical requests, a multi-pod gang's required to stay within the lowest topology
+   domain that holds all its pods now (a single-pod gang's may go anywhere: moving it out
+   is what frees a leaf), on its GPU model, never preempting anyone, charged to
+   :data:`MOVES_QUEUE`); other running pods stay put;
 3. per move budget ``0, 1, 2, 4, 8, ...`` up to ``max_moved_gangs``: CP-SAT on that
    snapshot (:mod:`gangplan.solver.model.moves`), hinted with the previous budget's
    solution (the first with the best baseline plan, no move); each solve gets an equal
@@ -80,14 +82,15 @@ __all__ = [
     "move_snapshot",
     "replan",
     "stranded_gpus",
+    "why_not_movable",
 ]
 
 COPY_SUFFIX = ".mv"
 MOVES_QUEUE = "gangplan-moves"
 """The queue copies are charged to: one without a fair target or a max, so a move neither
 counts twice in its queue's dominant share (the running gang's usage stays in the fair
-shares' base) nor changes the targets. Its queue's max is checked on the final state by the
-verifier (a move that frees quota there is not modelled)."""
+shares' base) nor changes the targets. Against a queue's max a copy counts as its running
+gang's queue (family ``queue_max``): a move never frees quota."""
 """Appended to a moving gang's name and to each of its pods' for its copy (``.mv`` names
 the copy apart from any real gang: dots are allowed in object names)."""
 
@@ -146,6 +149,19 @@ class ReplanResult:
     plan_violations: list[str]
     notes: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
+    movable: int = 0
+    """running gangs offered to the model"""
+    not_movable: dict[str, str] = field(default_factory=dict)
+    """running gang key -> why it may not move (:func:`why_not_movable`)"""
+    final_score: Score | None = None
+    """the final plan's score in the state after the waves (None: not computed)"""
+    base_score: Score | None = None
+    """the same for budget 0 (no move): what the move plan is compared with"""
+    leaf_level: str | None = None
+    """the lowest topology level (the frontier's "largest gang" fits in one of its domains)"""
+    workload_weight: tuple[int, int] = (1, 1)
+    """``Σ_m w_m`` of the frontier's and of the final score's workloads: divides
+    ``fragmentation.expected`` into milli-GPU (:mod:`gangplan.solver.score`)"""
 
 
 # --------------------------------------------------------------------------- candidates
@@ -198,16 +214,44 @@ def stranded_gpus(view: dict[str, dict[str, int]], pod_gpus: int) -> int:
     return sum(_whole_free(devs) % pod_gpus for devs in view.values())
 
 
-def movable_gangs(snapshot: Snapshot, max_candidates: int | None = None) -> list[RunningGang]:
-    """Running gangs that may move (module docstring): all pods preemptible, a queue, some
-    request; with ``max_candidates``, those whose leaves have the most free GPUs first
-    (moving them out frees a leaf), then the fewest GPUs."""
+def why_not_movable(rg: RunningGang, limits: WaveLimits | None = None) -> str | None:
+    """Why running gang ``rg`` may not move (None: it may): a pod that tolerates no
+    disruption, no queue, a pod without requests, or — a gang is evicted whole in one wave
+    (:class:`~gangplan.models.WaveLimits`) — more pods on one node, in one namespace or
+    under one PodDisruptionBudget than a wave may move."""
+    if not rg.preemptible:
+        return "not preemptible"
+    if rg.queue is None:
+        return "of no queue"
+    if not all(p.requests for p in rg.pods):
+        return "a pod without requests"
+    if limits is None:
+        return None
+    per_node = Counter(p.node for p in rg.pods)
+    if limits.max_moving_per_node is not None and max(per_node.values()) > (
+        limits.max_moving_per_node
+    ):
+        return "over the per-node budget"
+    ns = Counter(p.namespace for p in rg.pods)
+    if limits.max_moving_per_namespace is not None and max(ns.values()) > (
+        limits.max_moving_per_namespace
+    ):
+        return "over the per-namespace budget"
+    for b in limits.budgets:
+        covered = sum(1 for p in rg.pods if p.namespace == b.namespace and p.name in b.pods)
+        if covered > b.disruptions_allowed:
+            return "over a PodDisruptionBudget"
+    return None
+
+
+def movable_gangs(
+    snapshot: Snapshot, max_candidates: int | None = None, limits: WaveLimits | None = None
+) -> list[RunningGang]:
+    """Running gangs that may move (module docstring; :func:`why_not_movable` gives None,
+    the waves' ``limits`` counted when given); with ``max_candidates``, those whose leaves
+    have the most free GPUs first (moving them out frees a leaf), then the fewest GPUs."""
     rules = snapshot.preemption_rules
-    out = [
-        rg
-        for rg in rules.gangs.values()
-        if rg.preemptible and rg.queue is not None and all(p.requests for p in rg.pods)
-    ]
+    out = [rg for rg in rules.gangs.values() if why_not_movable(rg, limits) is None]
     if max_candidates is None or len(out) <= max_candidates:
         return out
     topo = build_topology(snapshot)
@@ -416,6 +460,41 @@ def _solve(
     return _Solved(list(out.pods), list(out.evictions), out.status.value)
 
 
+def _normalized(s2: Snapshot, copies: dict[str, str], sol: _Solved) -> _Solved:
+    """``sol`` with its single-pod copies given to the gangs actually evicted
+    (:func:`_assign_single_copies`) and without its **null moves**: a gang whose copy's
+    pods all land on the node and devices its pods hold now stays (its evictions and its
+    copy's pods dropped)."""
+    pods = _assign_single_copies(s2, sol.pods, sol.evictions, copies)
+    copy_to_running = {v: k for k, v in copies.items()}
+    running = {(p.namespace, p.name): p for p in s2.running}
+    same: dict[str, bool] = {}
+    for p in pods:
+        key = copy_to_running.get(p.gang_key)
+        if key is None:
+            continue
+        rp = running.get((p.namespace, p.pod[: -len(COPY_SUFFIX)]))
+        hold = s2.free(rp.node).holds.get((rp.namespace, rp.name)) if rp is not None else None
+        here = (
+            rp is not None
+            and hold is not None
+            and p.node == rp.node
+            and set(p.gpus) == set(hold.gpu_milli)
+            and set(p.nics) == set(hold.nics)
+        )
+        same[key] = same.get(key, True) and here
+    null = {key for key, here in same.items() if here}
+    if not null:
+        return _Solved(pods, sol.evictions, sol.status)
+    rules = s2.preemption_rules
+    null_copies = {copies[k] for k in null}
+    return _Solved(
+        [p for p in pods if p.gang_key not in null_copies],
+        [e for e in sol.evictions if rules.key_of(running[(e.namespace, e.pod)]) not in null],
+        sol.status,
+    )
+
+
 def _point(
     s2: Snapshot,
     topo: Topology,
@@ -425,6 +504,7 @@ def _point(
     budget: int,
     pod_gpus: int,
 ) -> FrontierPoint:
+    sol = _normalized(s2, copies, sol)
     plan = Plan(pods=tuple(sol.pods), evictions=tuple(sol.evictions))
     sc = score(s2, plan, topology=topo, shares=shares)
     evicted = {(e.namespace, e.pod) for e in sol.evictions}
@@ -452,7 +532,12 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
     st = settings or ReplanSettings()
     started = time.monotonic()
     topo = build_topology(snapshot)
-    movable = movable_gangs(snapshot, st.max_candidates)
+    movable = movable_gangs(snapshot, st.max_candidates, st.limits)
+    not_movable = {
+        key: why
+        for key, rg in sorted(snapshot.preemption_rules.gangs.items())
+        if (why := why_not_movable(rg, st.limits)) is not None
+    }
     s2, copies = move_snapshot(snapshot, movable, topo)
     shares = _shares(snapshot, s2)
     ctx = CycleContext.of(snapshot, topology=topo)
@@ -483,8 +568,105 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
         sol = found
         sols.append(sol)
         frontier.append(point)
-    best = max(range(len(frontier)), key=lambda i: (frontier[i].score, -i))
-    return _finish(snapshot, s2, copies, sols[best], frontier, st, started)
+    result = _first_verified(snapshot, s2, copies, sols, frontier, st, started)
+    result.not_movable = not_movable
+    if result.move_plan.left_out:
+        result = _without_left_out(snapshot, topo, movable, result, sols[0], st, started)
+    base = _finish(snapshot, s2, copies, sols[0], frontier, st, started)
+    result.base_score = _final_score(snapshot, base.move_plan)
+    result.final_score = _final_score(snapshot, result.move_plan)
+    if result.move_plan.moves and result.final_score <= result.base_score:
+        # the moves gain nothing once the waves are made: make none
+        base.notes = [*result.notes, "the moves gain nothing over budget 0's plan: none made"]
+        base.not_movable, base.base_score = not_movable, result.base_score
+        base.final_score = result.base_score
+        result = base
+    result.leaf_level = topo.leaf_level
+    result.movable = len(movable)
+    result.workload_weight = (_weight(result.move_snapshot), _weight(snapshot))
+    result.wall_time_s = time.monotonic() - started
+    return result
+
+
+def _weight(snapshot: Snapshot) -> int:
+    return max(1, sum(w for _shape, w in Workload.of_snapshot(snapshot).reduced()))
+
+
+def _final_score(snapshot: Snapshot, mp: MovePlan) -> Score:
+    """The score of the move plan's final plan in the state after its waves."""
+    return score(_after_moves(snapshot, mp), mp.final)
+
+
+def _without_left_out(
+    snapshot: Snapshot,
+    topo: Topology,
+    movable: list[RunningGang],
+    result: ReplanResult,
+    base: _Solved,
+    st: ReplanSettings,
+    started: float,
+) -> ReplanResult:
+    """Solve once more, at the chosen budget, without the gangs the waves left out (their
+    room was never freed); keep whichever final plan scores higher in the state after its
+    waves."""
+    gone = {x.gang for x in result.move_plan.left_out}
+    keep = [rg for rg in movable if rg.key not in gone]
+    s2, copies = move_snapshot(snapshot, keep, topo)
+    ctx2 = CycleContext.of(s2, topology=build_topology(s2), workload=Workload.of_snapshot(snapshot))
+    ctx2.shares = _shares(snapshot, s2)
+    milli = None if st.max_moved_gpus is None else st.max_moved_gpus * GPU_MILLI
+    budget = max(0, result.move_plan.moved_gangs + len(gone))
+    spec = MoveSpec(copies=copies, max_gangs=min(budget, len(keep)), max_gpu_milli=milli)
+    cfg = st.config
+    seconds = max(0.2, cfg.time_limit_s / 4)
+    if cfg.deterministic:
+        det = (cfg.deterministic_time or cfg.time_limit_s) / 4
+        cfg = dataclasses.replace(cfg, deterministic_time=det)
+    sol = _solve(ctx2, spec, base, cfg, seconds)
+    again = _finish(snapshot, s2, copies, sol, result.frontier, st, started)
+    what = "1 move" if len(gone) == 1 else f"{len(gone)} moves"
+    note = f"{what} left out by the waves ({', '.join(sorted(gone))}): re-solved without"
+    problems = [str(v) for v in again.violations] + again.plan_violations
+    if problems or _final_score(snapshot, again.move_plan) <= _final_score(
+        snapshot, result.move_plan
+    ):
+        result.notes.append(note + "; the first plan stands")
+        return result
+    again.notes = [*result.notes, note + " them"]
+    again.not_movable = result.not_movable
+    return again
+
+
+def _first_verified(
+    snapshot: Snapshot,
+    s2: Snapshot,
+    copies: dict[str, str],
+    sols: list[_Solved],
+    frontier: list[FrontierPoint],
+    st: ReplanSettings,
+    started: float,
+) -> ReplanResult:
+    """The move plan of the best budget (the smallest among equals) whose move plan and
+    final plan pass their verifiers; the budgets before it that failed are named in the
+    notes. Budget 0 moves nothing, so it passes unless the snapshot's own plan fails."""
+    order = sorted(range(len(frontier)), key=lambda i: (frontier[i].score, -i), reverse=True)
+    notes: list[str] = []
+    first: ReplanResult | None = None
+    for i in order:
+        result = _finish(snapshot, s2, copies, sols[i], frontier, st, started)
+        first = first or result
+        problems = [str(v) for v in result.violations] + result.plan_violations
+        if not problems:
+            if notes:
+                notes.append(f"falling back to budget {frontier[i].budget}'s move plan")
+            result.notes = notes + result.notes
+            return result
+        notes.append(
+            f"budget {frontier[i].budget}'s move plan fails its verifier: " + "; ".join(problems)
+        )
+    assert first is not None  # the frontier always has budget 0
+    first.notes = notes + first.notes
+    return first
 
 
 def _finish(
@@ -496,7 +678,8 @@ def _finish(
     st: ReplanSettings,
     started: float,
 ) -> ReplanResult:
-    pods = _assign_single_copies(s2, sol.pods, sol.evictions, copies)
+    sol = _normalized(s2, copies, sol)
+    pods = sol.pods
     copy_to_running = {v: k for k, v in copies.items()}
     rules = snapshot.preemption_rules
     targets: dict[str, list[PodPlacement]] = defaultdict(list)

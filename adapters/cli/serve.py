@@ -152,7 +152,14 @@ def apply(
     moves = _move_plan(plan)
     if moves is not None:
         cfg, api = _setup(config, kubeconfig, context, dry_run)
-        _apply_moves(api, cfg, moves, plan)
+        from gangplan.adapters.serve.moves import MovePlanRefused
+
+        try:
+            _apply_moves(api, cfg, moves, plan)
+        except run.NotSynced as err:
+            raise _not_synced(api, err) from None
+        except MovePlanRefused as err:
+            raise UserError([f"{plan}: {line}" for line in err.lines]) from None
         return
     with user_errors():
         p = load_plan(plan)
@@ -187,10 +194,21 @@ def _move_plan(path: Path) -> Any:
         _name, data = read_data(path)
     if not isinstance(data, dict) or data.get("kind") != "MovePlan":
         return None
+    if "final" not in data:  # gangplan replan -o always writes it: the file is cut short
+        raise UserError(
+            [
+                f"{path}: final: missing (the pending gangs' plan after the waves; a move plan "
+                "from gangplan replan -o always has it)"
+            ]
+        )
     try:
         return MovePlan.model_validate(data)
     except ValidationError as err:
-        lines = [f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()]
+        lines = [
+            f"{path}: {'.'.join(map(str, e['loc']))}: "
+            + e["msg"].replace("a valid tuple", "a list")  # a tuple is a YAML list
+            for e in err.errors()
+        ]
         raise UserError(lines) from None
 
 

@@ -22,7 +22,7 @@ does); a recreated pod under another name is not placed, and the report says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from gangplan.adapters.serve.api import KubeApi
@@ -33,7 +33,56 @@ from gangplan.adapters.serve.ledger import InFlight
 from gangplan.adapters.serve.snapshot import PodRef, pod_ref
 from gangplan.models import GangMove, MovePlan, PodPlacement, Wave
 
-__all__ = ["WaveReport", "apply_moves"]
+__all__ = ["MovePlanRefused", "WaveReport", "apply_moves", "check_move_plan"]
+
+
+class MovePlanRefused(Exception):
+    """A move plan that contradicts itself or the cluster (:func:`check_move_plan`):
+    ``lines``, one per problem; nothing is evicted then."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        super().__init__("; ".join(lines))
+
+
+def check_move_plan(plan: MovePlan, nodes: Collection[str]) -> list[str]:
+    """The plan's problems that need no eviction to see, one line each: a node that is not
+    in ``nodes`` (the live cluster's), a gang or a pod moved twice in one wave, a gang
+    moved by two waves, a pod whose target names another pod or namespace, a wave whose
+    index is not its place in the list."""
+    out: list[str] = []
+    moved_in: dict[str, int] = {}
+    for k, wave in enumerate(plan.waves):
+        where = f"waves[{k}]"
+        if wave.index != k:
+            out.append(f"{where}: index {wave.index}, but it is wave {k} of the list")
+        gangs: set[str] = set()
+        pods: set[tuple[str, str]] = set()
+        for m in wave.moves:
+            if m.gang in gangs:
+                out.append(f"{where}: gang {m.gang} is moved twice")
+            elif m.gang in moved_in:
+                out.append(f"{where}: gang {m.gang} is moved by wave {moved_in[m.gang]} already")
+            gangs.add(m.gang)
+            moved_in.setdefault(m.gang, k)
+            for p in m.pods:
+                name = f"{p.namespace}/{p.pod}"
+                if (p.namespace, p.pod) in pods:
+                    out.append(f"{where}: pod {name} is moved twice")
+                pods.add((p.namespace, p.pod))
+                if (p.to.namespace, p.to.pod) != (p.namespace, p.pod):
+                    out.append(f"{where}: pod {name} has the target of {p.to.namespace}/{p.to.pod}")
+                for field_, node in (("node", p.node), ("to.node", p.to.node)):
+                    if node not in nodes:
+                        out.append(
+                            f"{where}: pod {name}: {field_} {node!r} is no node of the cluster"
+                        )
+    for fp in plan.final.pods:
+        if fp.node not in nodes:
+            out.append(
+                f"final: pod {fp.namespace}/{fp.pod}: node {fp.node!r} is no node of the cluster"
+            )
+    return out
 
 
 @dataclass
@@ -65,11 +114,25 @@ def apply_moves(
     polls: int = 60,
     clock: Clock | None = None,
 ) -> list[WaveReport]:
-    """Run ``plan`` wave by wave (module docstring); never raises for the API. ``clock``:
-    the loop's (default the system's)."""
-    from gangplan.adapters.serve.run import make_loop
+    """Run ``plan`` wave by wave (module docstring). ``clock``: the loop's (default the
+    system's).
+
+    Raises:
+        NotSynced: a watched kind could not be listed, e.g. an API server that cannot be
+            reached (:func:`~gangplan.adapters.serve.run.apply_plan`'s check; nothing is
+            evicted then). Once the waves start, API errors stop a wave and are reported.
+        MovePlanRefused: :func:`check_move_plan` found problems (nothing is evicted).
+    """
+    from gangplan.adapters.serve.run import _require_synced, make_loop
 
     loop = make_loop(api, config, once=True, clock=clock)
+    loop.cache.pump()
+    _require_synced(loop)
+    with loop.cache.locked():
+        nodes = {name for _ns, name in loop.cache.objects("nodes")}
+    problems = check_move_plan(plan, nodes)
+    if problems:
+        raise MovePlanRefused(problems)
     reports: list[WaveReport] = []
     for wave in plan.waves:
         rep = _run_wave(loop, wave, wait, polls)

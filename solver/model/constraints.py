@@ -355,8 +355,11 @@ class Constraints:
         none of ``r`` is not held to ``max[r]``; a model-specific GPU resource counts the
         GPUs of the pods it maps to):
         ``Σ_{i of q, c_i[r] > 0} c_i[r]·placed(i) ≤ max[q,r] − running[q,r]``, and where the
-        right side is negative, ``placed(i) = 0`` for those items."""
+        right side is negative, ``placed(i) = 0`` for those items. A replan's copy of a
+        moving gang (:mod:`gangplan.solver.model.moves`) counts in its running gang's queue,
+        not in its own: a move never frees quota."""
         s = self.ix.snapshot
+        home = self._home_queues()
         running: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for pod in () if self.ix.empty else s.running:
             if pod.queue is not None:
@@ -364,7 +367,7 @@ class Constraints:
                     running[pod.queue][r] += val
         by_queue: dict[str, list[int]] = defaultdict(list)
         for item in self.ix.items:
-            by_queue[item.gang.queue].append(item.id)
+            by_queue[home.get(item.gang.key, item.gang.queue)].append(item.id)
         for q in s.queues:
             if not q.max or q.name not in by_queue:
                 continue
@@ -401,6 +404,18 @@ class Constraints:
                 ]
                 used += [(c // unit) * self.v.running(u) for c, u in held]
                 self.m.add(sum(used) <= left // unit)
+
+    def _home_queues(self) -> dict[str, str]:
+        """A replan's copy gang key -> the queue of the running gang it re-places."""
+        spec = self.ix.ctx.moves
+        if spec is None:
+            return {}
+        gangs = self.ix.snapshot.preemption_rules.gangs
+        return {
+            copy: q
+            for key, copy in spec.copies.items()
+            if key in gangs and (q := gangs[key].queue) is not None
+        }
 
     # ------------------------------------------------------------------ preemption
 

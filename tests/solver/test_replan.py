@@ -344,3 +344,154 @@ def test_the_frontier_never_gets_worse_with_a_larger_budget(
     assert "kept" in points[2].status
     assert all(a.score <= b.score for a, b in itertools.pairwise(points))
     assert result.violations == [] and result.plan_violations == []
+
+
+# --------------------------------------------------------------------------- queue max
+
+
+def _capped() -> Snapshot:
+    """One node of 4 GPUs; queue q may use 2 GPUs. Running: r (one 2-GPU pod of q, may
+    move). Pending: p (one 1-GPU pod of q). q is at its max: p cannot start, and moving r
+    does not change that (its copy is q's too)."""
+    return _load(
+        {
+            "nodes": [{"name": "n1", "allocatable": {GPU: 4, "cpu": 8}}],
+            "queues": [{"name": "q", "max": {GPU: 2}}],
+            "running": [
+                {"name": "r", "gang": "r", "queue": "q", "node": "n1", "requests": {GPU: 2}}
+            ],
+            "gangs": [
+                {
+                    "name": "p",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {GPU: 1}}],
+                }
+            ],
+        }
+    )
+
+
+def test_a_moved_gang_still_counts_against_its_queues_max() -> None:
+    # q holds 2 GPUs of its max 2 (r): p (1 GPU) is over it at every budget. The copy of r
+    # sits in the replan's own queue; it must still count as q's, else moving r "frees" 2
+    # GPUs of q's quota and p is admitted (3 GPUs of q after the move).
+    result = replan(_capped(), ReplanSettings(max_moved_gangs=1, config=DET))
+    assert [(p.budget, p.admitted) for p in result.frontier] == [(0, 0), (1, 0)]
+    assert result.move_plan.final.pods == ()
+    assert result.violations == [] and result.plan_violations == []
+
+
+def test_a_move_plan_its_verifier_refuses_falls_back_to_one_that_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Budget 1 admits big with one move (test_the_fewest_moves_...). Made to fail its move
+    # verifier (any plan with a move), the replan falls back to budget 0: no move, nothing
+    # admitted, and the notes say why.
+    import gangplan.solver.replan as rp
+    from gangplan.solver.verify_moves import MoveViolation
+
+    real = rp.verify_moves
+
+    def refuse(snapshot: Any, mp: Any, **kw: Any) -> Any:
+        found = real(snapshot, mp, **kw)
+        return [*found, MoveViolation("test", None, "refused")] if mp.moves else found
+
+    monkeypatch.setattr(rp, "verify_moves", refuse)
+    result = replan(_racks(), ReplanSettings(max_moved_gangs=1, config=DET))
+    assert result.frontier[-1].admitted == 1
+    assert result.move_plan.moves == () and result.move_plan.final.pods == ()
+    assert result.violations == [] and result.plan_violations == []
+    assert result.notes[0].startswith("budget 1's move plan fails its verifier")
+    assert result.notes[-1] == "falling back to budget 0's move plan"
+
+
+def test_a_gang_no_wave_may_move_is_not_offered_to_the_model() -> None:
+    # At most one pod of a namespace moves per wave, and a gang is evicted whole in one
+    # wave: b (2 pods) and c (4 pods) can never move. a, d and e (one pod each) can; one
+    # move of a frees rack r1 for big (test_the_fewest_moves_...; c's move is out now).
+    from gangplan.models import WaveLimits
+
+    s = _racks()
+    limits = WaveLimits(max_moving_per_namespace=1)
+    assert sorted(rg.key for rg in movable_gangs(s, limits=limits)) == [
+        "default/a",
+        "default/d",
+        "default/e",
+    ]
+    result = replan(s, ReplanSettings(max_moved_gangs=1, limits=limits, config=DET))
+    why = "over the per-namespace budget"
+    assert result.not_movable == {"default/b": why, "default/c": why}
+    assert [m.gang for m in result.move_plan.moves] == ["default/a"]
+    assert result.move_plan.left_out == ()
+    assert {p.gang for p in result.move_plan.final.pods} == {"big"}
+    assert result.violations == [] and result.plan_violations == []
+
+
+def test_moves_the_waves_leave_out_are_solved_again_without_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A PodDisruptionBudget allows no disruption of c's first pod: the waves cannot move c.
+    # Offered to the model anyway (the check that would keep it out is switched off),
+    # budget 1 frees rack r3 by packing c's four pods on one node (better on locality than
+    # a's move, test_the_fewest_moves_...), the waves leave it out, and the replan solves
+    # once more without c: one move still frees a rack, a's (r1, 8 GPUs; b's moves 16).
+    import gangplan.solver.replan as rp
+    from gangplan.models import DisruptionBudget, WaveLimits
+
+    real = rp.why_not_movable
+    monkeypatch.setattr(rp, "why_not_movable", lambda rg, limits=None: real(rg, None))
+    pdb = DisruptionBudget(name="pdb", pods=("c-0",), disruptions_allowed=0)
+    limits = WaveLimits(budgets=(pdb,))
+    result = replan(_racks(), ReplanSettings(max_moved_gangs=1, limits=limits, config=DET))
+    assert [m.gang for m in result.move_plan.moves] == ["default/a"]
+    assert result.move_plan.left_out == ()
+    assert {p.gang for p in result.move_plan.final.pods} == {"big"}
+    assert any("left out by the waves" in n and "re-solved without them" in n for n in result.notes)
+    assert result.violations == [] and result.plan_violations == []
+
+
+# --------------------------------------------------------------------------- null moves
+
+
+@pytest.mark.parametrize(
+    ("gpus", "moves"),
+    [
+        (("gpu-0", "gpu-1"), []),  # r holds gpu-0 and gpu-1 (named none: the lowest): stays
+        (("gpu-1", "gpu-0"), []),  # the same devices in another order: stays
+        (("gpu-2", "gpu-3"), ["default/r"]),  # other devices of its node: a move
+    ],
+)
+def test_a_move_to_where_the_gang_runs_now_is_no_move(
+    gpus: tuple[str, str], moves: list[str]
+) -> None:
+    import gangplan.solver.replan as rp
+
+    s = _capped()
+    s2, copies = move_snapshot(s, movable_gangs(s))
+    assert copies == {"default/r": "default/r.mv"}
+    copy = PodPlacement(pod="r.mv", gang="r.mv", role="r0", node="n1", gpus=gpus)
+    gone = Eviction(pod="r", gang="r", node="n1", for_gang="default/r.mv", kind="move")
+    sol = rp._Solved([copy], [gone], "by hand")
+    result = rp._finish(s, s2, copies, sol, [], ReplanSettings(config=DET), 0.0)
+    assert [m.gang for m in result.move_plan.moves] == moves
+    assert len(result.target.evictions) == len(moves)
+    assert result.violations == [] and result.plan_violations == []
+
+
+def test_only_a_multi_pod_copy_must_stay_in_its_lowest_domain() -> None:
+    # docs/solver.md: a multi-pod gang's copy stays inside the lowest domain that holds all
+    # its pods (b's two pods and c's four are each in one rack); a single-pod gang's copy
+    # (a, d, e) may go anywhere — moving it out is what frees a rack
+    s = _racks()
+    s2, copies = move_snapshot(s, movable_gangs(s))
+    required = {
+        key: (g.topology.required if g.topology else None)
+        for key, g in ((k, s2.gang_by_key[c]) for k, c in copies.items())
+    }
+    assert required == {
+        "default/a": None,
+        "default/b": "leaf",
+        "default/c": "leaf",
+        "default/d": None,
+        "default/e": None,
+    }

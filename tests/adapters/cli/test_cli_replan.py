@@ -73,3 +73,45 @@ def test_replan_refuses_a_missing_file(tmp_path: Path) -> None:
     assert res.exit_code != 0
     assert "nope.yaml" in res.output
     assert "Traceback" not in res.output
+
+
+def test_the_frontier_speaks_in_a_persons_units_within_80_columns(tmp_path: Path) -> None:
+    data = _racks()
+    data["levels"] = [{"name": "rack", "node_label": "rack"}]
+    data["gangs"][0]["topology"] = {"required": "rack"}
+    inst = tmp_path / "racks.yaml"
+    inst.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(
+        main, ["replan", str(inst), "--max-moved-gangs", "1", "--deterministic"]
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    assert "fits in one rack;" in " ".join(lines)  # the lowest level's name, not "leaf"
+    # q's dominant share: 16 of 32 GPUs run, big's 16 more are its demand, its fair target
+    # is all 32: 50 percentage points short at weight 1 before the move, none after
+    (row,) = [line for line in lines if line.startswith("     1 ")]
+    assert row.endswith("  p0 fair-share gap 50 -> 0")
+    assert "move plan: 1 gang (1 pod) in 1 wave" in lines
+    assert "final plan: 1 gang admitted; score: p0 fair-share gap 50 -> 0" in lines
+
+
+def test_replan_says_why_no_gang_may_move(tmp_path: Path) -> None:
+    # a tolerates no disruption; b runs two pods on r2n1, over a wave's 1 pod per node
+    data = _racks()
+    data["running"][0]["preemptible"] = False
+    data["running"][1]["requests"] = {GPU: 4}
+    data["running"].append({**data["running"][1], "name": "b-1"})
+    inst = tmp_path / "racks.yaml"
+    inst.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(
+        main, ["replan", str(inst), "--max-moving-per-node", "1", "--deterministic"]
+    )
+    assert res.exit_code == 0, res.output
+    rows = [line for line in res.output.splitlines() if line[:6].strip().isdigit()]
+    assert len(rows) == 1 and rows[0].split()[0] == "0"  # budget 0 only
+    text = " ".join(line.strip() for line in res.output.splitlines())  # wrapped at 80
+    assert (
+        "no running gang may move: 1 not preemptible, 1 over the per-node budget (default/b)"
+        in text
+    )

@@ -166,3 +166,28 @@ def test_a_429_midway_stops_the_rest_and_says_so(memory: InMemoryApi, clock: Fak
         w.step()
     assert w.where() == where
     assert final_check(memory) == []
+
+
+def test_a_move_plan_that_contradicts_itself_is_refused_before_any_eviction(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    import pytest
+
+    from gangplan.adapters.serve.moves import MovePlanRefused
+
+    w, where = _started(memory, clock)
+    free = _other(where, "a-0")
+    ghost = _move("a", [("a-0", where["a-0"], "ghost")])  # a target node the cluster lacks
+    twice = _move("a", [("a-0", where["a-0"], free)])  # the same move twice in one wave
+    calls = len(memory.calls)
+    for moves, why in [
+        ((ghost,), "waves[0]: pod ml/a-0: to.node 'ghost' is no node of the cluster"),
+        ((twice, twice), "waves[0]: gang ml/a is moved twice"),
+    ]:
+        plan = MovePlan(waves=(Wave(index=0, moves=moves),))
+        with pytest.raises(MovePlanRefused) as err:
+            apply_moves(memory, ServeConfig(), plan, wait=w.step, clock=clock)
+        assert why in err.value.lines
+    assert not [c for c in list(memory.calls)[calls:] if c.verb == "evict"]
+    assert w.where() == where  # nothing moved
+    assert final_check(memory) == []

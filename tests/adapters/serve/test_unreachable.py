@@ -127,3 +127,46 @@ def test_the_long_run_keeps_retrying_and_is_not_ready(clock: FakeClock) -> None:
     finally:
         server.shutdown()
     assert len(lines) == 4
+
+
+def test_apply_of_a_move_plan_says_the_server_cannot_be_reached(
+    dead: tuple[Path, str], tmp_path: Path
+) -> None:
+    # the same check as the Plan path's, before any wave: no "wave 0: ... not running"
+    kc, url = dead
+    to = {"pod": "r2", "gang": "r", "role": "r0", "node": "n1", "gpus": ["gpu-0"]}
+    moves = {
+        "apiVersion": "gangplan.io/v1alpha1",
+        "kind": "MovePlan",
+        "final": {},
+        "waves": [
+            {
+                "index": 0,
+                "moves": [{"gang": "default/r", "pods": [{"pod": "r2", "node": "n0", "to": to}]}],
+            }
+        ],
+    }
+    path = tmp_path / "mm.yaml"
+    path.write_text(yaml.safe_dump(moves))
+    res = CliRunner().invoke(main, ["apply", str(path), "--dry-run", "--kubeconfig", str(kc)])
+    assert res.exit_code == 1, res.output
+    assert f"error: cannot reach the API server {url} (" in res.stderr
+    assert "wave 0" not in res.stderr
+
+
+def test_a_move_plan_without_its_final_plan_is_refused_naming_the_file(tmp_path: Path) -> None:
+    # no cluster is needed to see it: refused before any connection
+    path = tmp_path / "mm.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "gangplan.io/v1alpha1", "kind": "MovePlan"}))
+    res = CliRunner().invoke(main, ["apply", str(path), "--dry-run"])
+    assert res.exit_code == 1, res.output
+    assert res.stderr.startswith(f"error: {path}: final: missing")
+
+
+def test_a_move_plan_whose_waves_are_no_list_says_a_list(tmp_path: Path) -> None:
+    path = tmp_path / "mm.yaml"
+    bad = {"apiVersion": "gangplan.io/v1alpha1", "kind": "MovePlan", "final": {}, "waves": 3}
+    path.write_text(yaml.safe_dump(bad))
+    res = CliRunner().invoke(main, ["apply", str(path), "--dry-run"])
+    assert res.exit_code == 1, res.output
+    assert res.stderr == f"error: {path}: waves: Input should be a list\n"
