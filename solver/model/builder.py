@@ -146,9 +146,50 @@ def solve_model(
         return ModelOutcome(CycleStatus.OPTIMAL, [], notes=[*notes, "nothing can be placed"])
     model = cp_model.CpModel()
     v = Variables(model, ix)
-    Constraints(model, ix, v).add_all()
+    constraints = Constraints(model, ix, v)
+
+    def too_big(after: str) -> ModelOutcome | None:
+        # the build stops as soon as the model passes MAX_VARIABLES or (wall-clock mode) the
+        # build alone has used the budget: a large cycle must not spend minutes building a
+        # model it would not solve
+        n = len(model.proto.variables)
+        took = time.monotonic() - started
+        if n <= MAX_VARIABLES and (cfg.deterministic or took <= budget_s):
+            return None
+        why = (
+            f"{n} variables, over {MAX_VARIABLES}"
+            if n > MAX_VARIABLES
+            else f"{took:.3g} s, over the model's {budget_s:.3g} s"
+        )
+        return ModelOutcome(
+            CycleStatus.INCUMBENT,
+            None,
+            model_size={"variables": n, "items": len(ix.items), "blocks": len(ix.blocks)},
+            notes=[*notes, f"model build stopped after {after} ({why}); incumbent returned"],
+            parts={"model": took},
+        )
+
+    for family in Constraints.FAMILIES:
+        constraints.add(family)
+        stopped = too_big(f"family {family}")
+        if stopped is not None:
+            return stopped
     prev_pods = len(previous.pods) if previous is not None else 0
-    terms = build_terms(model, ix, v, ctx.shares, prev_pods)
+
+    class _Stopped(Exception):
+        def __init__(self, outcome: ModelOutcome) -> None:
+            self.outcome = outcome
+
+    def check(after: str) -> None:
+        out = too_big(f"the objective's {after}")
+        if out is not None:
+            raise _Stopped(out)
+
+    try:
+        terms = build_terms(model, ix, v, ctx.shares, prev_pods, after_each=check)
+        check("last terms")
+    except _Stopped as stop_build:
+        return stop_build.outcome
     proto = model.proto
     size = {
         "variables": len(proto.variables),

@@ -34,6 +34,7 @@ plan the solution becomes. Where an idea comes from:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from math import gcd
@@ -69,14 +70,26 @@ class ObjectiveTerm:
 
 
 def build_terms(
-    model: cp_model.CpModel, ix: Index, v: Variables, shares: FairShares, previous_pods: int
+    model: cp_model.CpModel,
+    ix: Index,
+    v: Variables,
+    shares: FairShares,
+    previous_pods: int,
+    after_each: Callable[[str], None] | None = None,
 ) -> list[ObjectiveTerm]:
-    """Every entry of :func:`~gangplan.solver.score.score_names`, in order."""
+    """Every entry of :func:`~gangplan.solver.score.score_names`, in order.
+
+    ``after_each``: called with each group of terms' name once it is built (the builder
+    stops a model that grows past its bounds by raising from it)."""
     terms: dict[str, ObjectiveTerm] = {}
+    check = after_each or (lambda _name: None)
     _fairness_and_throughput(model, ix, v, shares, terms)
+    check("fairness and throughput")
     _lost_throughput(ix, v, terms)
     _locality(model, ix, v, terms)
-    _expected_fragmentation(model, ix, v, terms)
+    check("locality")
+    _expected_fragmentation(model, ix, v, terms, check)
+    check("expected fragmentation")
     _fragmentation(model, ix, v, terms)
     _evictions(ix, v, terms)
     _stability(model, ix, v, terms, previous_pods)
@@ -530,7 +543,11 @@ class _NodeFragmentation:
 
 
 def _expected_fragmentation(
-    model: cp_model.CpModel, ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]
+    model: cp_model.CpModel,
+    ix: Index,
+    v: Variables,
+    terms: dict[str, ObjectiveTerm],
+    check: Callable[[str], None] = lambda _name: None,
 ) -> None:
     """``fragmentation.expected``: minus ``Σ_n Σ_m w_m F_n(m)`` after the plan, exactly as
     :func:`~gangplan.solver.score.expected_fragmentation` counts it (the workload of
@@ -577,6 +594,8 @@ def _expected_fragmentation(
             const += memo[key]
             continue
         value = _NodeFragmentation(model, ix, v, n).value(weights)
+        if n % 64 == 0:
+            check("expected fragmentation")  # a model too large stops here, not at the end
         const += value.const
         var_terms += value.terms
     expr = (
