@@ -22,6 +22,7 @@ from typing import Any
 
 from gangplan.adapters.kube.objects import KubeObject, Registry
 from gangplan.adapters.kube.pods import PodInfo
+from gangplan.adapters.kube.topology import match_labels
 
 __all__ = [
     "ANN_GANGPLAN_PREEMPTIBLE",
@@ -40,21 +41,14 @@ def _selects(selector: Any, labels: dict[str, str]) -> bool:
     every pod of the namespace, as policy/v1 PodDisruptionBudget says.)"""
     if selector is None:
         return False
-    for k, v in (selector.match_labels or {}).items():
-        if labels.get(k) != v:
-            return False
-    for req in selector.match_expressions or ():
-        present = req.key in labels
-        values = set(req.values or ())
-        if req.operator == "In" and not (present and labels[req.key] in values):
-            return False
-        if req.operator == "NotIn" and present and labels[req.key] in values:
-            return False
-        if req.operator == "Exists" and not present:
-            return False
-        if req.operator == "DoesNotExist" and present:
-            return False
-    return True
+    as_dict = {
+        "matchLabels": selector.match_labels,
+        "matchExpressions": [
+            {"key": r.key, "operator": r.operator, "values": r.values}
+            for r in selector.match_expressions or ()
+        ],
+    }
+    return match_labels(as_dict, labels)
 
 
 def _percent(value: Any) -> float | None:

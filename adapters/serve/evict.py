@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gangplan.adapters.kube.topology import match_labels
 from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi
 from gangplan.adapters.serve.apply import Applier
 
@@ -61,21 +62,7 @@ def _selects(pdb: Obj, pod: Obj) -> bool:
     sel = (pdb.get("spec") or {}).get("selector")
     if sel is None:
         return False
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    if any(labels.get(k) != v for k, v in (sel.get("matchLabels") or {}).items()):
-        return False
-    for req in sel.get("matchExpressions") or ():
-        key, op, values = req.get("key"), req.get("operator"), set(req.get("values") or ())
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
+    return match_labels(sel, (pod.get("metadata") or {}).get("labels") or {})
 
 
 def disruptions_allowed(pdb: Obj, pods: Sequence[Obj]) -> int | None:
