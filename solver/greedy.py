@@ -22,8 +22,8 @@ from collections import defaultdict
 from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
 from gangplan.solver.one_pod import best_greedy_node, greedy_node
-from gangplan.solver.queue_order import QueueOrder, pod_names
-from gangplan.solver.ranking import FailedPods, domain_fullness, may_hold
+from gangplan.solver.queue_order import QueueOrder, place_in_order, pod_names
+from gangplan.solver.ranking import domain_fullness, may_hold
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL, Domain
 
@@ -165,16 +165,4 @@ def place_gang(
 
 def greedy(ctx: CycleContext) -> list[PodPlacement]:
     """Volcano-like allocate (see the module docstring). Returns placed pods."""
-    state = ctx.state()
-    order = QueueOrder(ctx)
-    failed = FailedPods(state)
-    out: list[PodPlacement] = []
-    for gang in order:
-        if failed.known(gang):
-            continue
-        pods = place_gang(ctx, state, order, gang)
-        if pods:
-            out.extend(pods)
-        else:
-            failed.failed(gang)
-    return out
+    return place_in_order(ctx, place_gang)

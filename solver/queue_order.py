@@ -26,11 +26,14 @@ holds GPUs on a node of that model (:func:`pod_charge`, :func:`running_charge`).
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Callable
 
-from gangplan.models import Gang, Role, RunningPod, Snapshot
+from gangplan.models import Gang, PodPlacement, Role, RunningPod, Snapshot
 from gangplan.solver.context import CycleContext
+from gangplan.solver.ranking import FailedPods
+from gangplan.solver.state import ClusterState
 
-__all__ = ["QueueOrder", "pod_charge", "pod_names", "running_charge"]
+__all__ = ["QueueOrder", "place_in_order", "pod_charge", "pod_names", "running_charge"]
 
 
 def _with_models(snapshot: Snapshot, requests: dict[str, int], model: str | None) -> dict[str, int]:
@@ -156,3 +159,26 @@ class QueueOrder:
 def pod_names(gang: Gang) -> dict[str, list[str]]:
     """The names of a gang's pods, per role, in index order."""
     return {r.name: [r.pod_name(gang.name, i) for i in range(r.count)] for r in gang.roles}
+
+
+def place_in_order(
+    ctx: CycleContext,
+    place: Callable[[CycleContext, ClusterState, QueueOrder, Gang], list[PodPlacement] | None],
+) -> list[PodPlacement]:
+    """The baselines' cycle: each gang in :class:`QueueOrder`, placed by ``place`` on one
+    copy of the cycle's state (a gang ``place`` cannot place leaves no pod); a one-pod gang
+    alike to one that already found no node is skipped
+    (:class:`~gangplan.solver.ranking.FailedPods`). Returns the placed pods in order."""
+    state = ctx.state()
+    order = QueueOrder(ctx)
+    failed = FailedPods(state)
+    out: list[PodPlacement] = []
+    for gang in order:
+        if failed.known(gang):
+            continue
+        pods = place(ctx, state, order, gang)
+        if pods:
+            out.extend(pods)
+        else:
+            failed.failed(gang)
+    return out

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterator
 from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
 from gangplan.solver.one_pod import ROOM_LIMIT, topology_fit_node
-from gangplan.solver.queue_order import QueueOrder, pod_names
-from gangplan.solver.ranking import DomainCounts, FailedPods, domain_counts
+from gangplan.solver.queue_order import QueueOrder, place_in_order, pod_names
+from gangplan.solver.ranking import DomainCounts, domain_counts
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL
 
@@ -365,16 +365,4 @@ def _place_roles(
 
 def topology_fit(ctx: CycleContext) -> list[PodPlacement]:
     """Kueue-TAS-like placement (see the module docstring). Returns placed pods."""
-    state = ctx.state()
-    order = QueueOrder(ctx)
-    failed = FailedPods(state)
-    out: list[PodPlacement] = []
-    for gang in order:
-        if failed.known(gang):
-            continue
-        pods = _topology_fit_gang(ctx, state, order, gang)
-        if pods:
-            out.extend(pods)
-        else:
-            failed.failed(gang)
-    return out
+    return place_in_order(ctx, _topology_fit_gang)
