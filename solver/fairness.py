@@ -178,10 +178,8 @@ def fair_ceiling(snapshot: Snapshot, fs: FairShares, queue: str, resource: str) 
     if c in fs.pools:
         pool = dict(fs.pools[c])
         demand = {q: dict(d) for q, d in fs.demands[c].items()}
-    else:
-        used = {r: sum(fs.base[q].get(r, 0) for q in fs.base) for r in active}
-        higher = {r: sum(d[r] for ds in fs.demands.values() for d in ds.values()) for r in active}
-        pool = {r: max(0, PPM - used[r] - higher[r]) for r in active}
+    else:  # nothing pending at all: the class shares what running pods leave
+        pool = {r: max(0, PPM - sum(fs.base[q].get(r, 0) for q in fs.base)) for r in active}
         demand = {}
     extra = demand.setdefault(queue, {r: 0 for r in active})
     extra[resource] = PPM
