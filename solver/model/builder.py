@@ -199,14 +199,6 @@ def solve_model(
         "blocks": len(ix.blocks),
         "gangs_left_out": len(ix.left_out),
     }
-    if size["variables"] > MAX_VARIABLES:
-        return ModelOutcome(
-            CycleStatus.INCUMBENT,
-            None,
-            model_size=size,
-            notes=[*notes, f"model too large ({size['variables']} variables); incumbent returned"],
-            parts={"model": time.monotonic() - started},
-        )
     hint = v.hint(incumbent, incumbent_evictions)
     built = time.monotonic()
     first = _complete_hint(model, hint, cfg, max(0.05, (budget_s - (built - started)) * 0.2), stop)
