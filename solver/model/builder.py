@@ -19,8 +19,10 @@ Overview (``solve_model``):
 
 from __future__ import annotations
 
+import random
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,8 @@ from gangplan.solver.budget import SearchStop
 from gangplan.solver.context import CycleContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
+from gangplan.solver.model.neighbourhood import MIN_DECISIONS as LNS_MIN_DECISIONS
+from gangplan.solver.model.neighbourhood import Neighbourhoods, StepLimits, improve
 from gangplan.solver.model.objective import build_terms
 from gangplan.solver.model.preemption import after_state, evicted_pods, plan_evictions
 from gangplan.solver.model.variables import Solution, Variables
@@ -44,6 +48,13 @@ MAX_VARIABLES = 400_000
 PRESOLVE_MIN_S = 1.0
 """Tiers given less time than this are solved without CP-SAT's presolve (measured, see
 ``_params``)."""
+LNS_WHOLE_SHARE = 0.3
+"""With neighbourhood search on (a model of at least
+:data:`~gangplan.solver.model.neighbourhood.MIN_DECISIONS` decision variables), the share of
+a tier's time given to one solve of the whole model first (its bound is the tier's); the
+rest goes to neighbourhood steps."""
+LNS_STEP_S = 0.3
+"""Wall seconds (deterministic seconds in deterministic mode) of one neighbourhood step."""
 MIN_SLICE_S = 0.1
 """The least time a tier is given while time is left; below it, tiers are kept as they are."""
 
@@ -116,6 +127,29 @@ def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_sh
         p.cp_model_presolve = seconds >= PRESOLVE_MIN_S
     if cfg.relative_gap > 0:
         p.relative_gap_limit = cfg.relative_gap
+
+
+def _step_limits(
+    cfg: SolverConfig, stop: SearchStop | None, until: float, det_left: float
+) -> Callable[[float], StepLimits | None]:
+    """The limits of each neighbourhood step of a tier whose time ends at ``until``
+    (``time.monotonic()``), or in deterministic mode after ``det_left`` deterministic
+    seconds; None once the time is up or a stop is requested."""
+
+    def limits(det_spent: float) -> StepLimits | None:
+        if stop is not None and stop.requested:
+            return None
+        if cfg.deterministic:
+            left = det_left - det_spent
+            if left < 0.002:
+                return None
+            return StepLimits(3600.0, min(LNS_STEP_S, left), 1, cfg.seed)
+        left = until - time.monotonic()
+        if left < 0.02:
+            return None
+        return StepLimits(min(LNS_STEP_S, left), None, max(1, cfg.num_workers), cfg.seed)
+
+    return limits
 
 
 def solve_model(
@@ -200,8 +234,10 @@ def solve_model(
         "gangs_left_out": len(ix.left_out),
     }
     hint = v.hint(incumbent, incumbent_evictions)
+    hood = Neighbourhoods.of(ix, v) if len(hint) >= LNS_MIN_DECISIONS else None
+    rng = random.Random(cfg.seed)
     built = time.monotonic()
-    first = _complete_hint(model, hint, cfg, max(0.05, (budget_s - (built - started)) * 0.2), stop)
+    first = _complete_hint(model, hint, cfg, max(0.05, (budget_s - (built - started)) * 0.5), stop)
     if first is not None:
         det_used += first.response_proto.deterministic_time
     search_started = time.monotonic()
@@ -225,8 +261,10 @@ def solve_model(
 
     def use_hint(sol: cp_model.CpSolver) -> None:
         model.clear_hints()  # type: ignore[no-untyped-call]
-        for idx, val in enumerate(sol.response_proto.solution):
-            model.add_hint(model.get_int_var_from_proto_index(idx), val)
+        values = sol.response_proto.solution
+        hint = model.proto.solution_hint
+        hint.vars.extend(range(len(values)))
+        hint.values.extend(values)
 
     def fix(expr: cp_model.LinearExprT, value: int) -> None:
         fixed.append((expr, value))
@@ -277,25 +315,44 @@ def solve_model(
         if best is not None:
             use_hint(best)
         share = weight / (weight + remaining_w)
+        slice_s = max(min(left, MIN_SLICE_S), left * share)
+        det_slice = (det_budget - det_used) * share
+        lns = hood is not None and best is not None
+        whole = LNS_WHOLE_SHARE if lns else 1.0
+        tier_started = time.monotonic()
         solver = cp_model.CpSolver()
-        _params(
-            solver,
-            cfg,
-            max(min(left, MIN_SLICE_S), left * share),
-            (det_budget - det_used) * share,
-        )
+        _params(solver, cfg, slice_s * whole, det_slice * whole)
         model.maximize(expr)
         st = _run(solver, model, stop)
-        det_used += solver.response_proto.deterministic_time
-        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        whole_det = solver.response_proto.deterministic_time
+        det_used += whole_det
+        solved = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        if solved:
+            pool.append(solver)
+        improved: list[cp_model.CpSolver] = []
+        if lns and st != cp_model.OPTIMAL and best is not None and hood is not None:
+            start = solver if solved and solver.value(expr) > best.value(expr) else best
+            improved, lns_det = improve(
+                model,
+                expr,
+                start,
+                hood,
+                limits=_step_limits(cfg, stop, tier_started + slice_s, det_slice - whole_det),
+                run=lambda sv, m: _run(sv, m, stop),
+                rng=rng,
+            )
+            det_used += lns_det
+            pool.extend(improved)
+        lns_value = int(improved[-1].value(expr)) if improved else None
+        if not solved:
             if st == cp_model.MODEL_INVALID:
                 notes.append(f"model invalid: {model.validate()}")
             elif st == cp_model.INFEASIBLE:
                 notes.append(f"tier {term.name}: infeasible (a bug: the empty plan is feasible)")
-            else:
+            elif lns_value is None:
                 notes.append(f"tier {term.name}: no better solution within its time share")
             all_optimal = False
-            if current is None:
+            if current is None and lns_value is None:
                 parts["search"] = time.monotonic() - search_started
                 return ModelOutcome(
                     CycleStatus.INCUMBENT,
@@ -306,18 +363,25 @@ def solve_model(
                     deterministic_time=det_used,
                     interrupted=stop is not None and stop.requested,
                 )
+            value = max(x for x in (current, lns_value) if x is not None)
+            improved_note = " (neighbourhood search)" if lns_value is not None else ""
             reports.append(
-                TierReport(name=term.name, value=current + term.const, status="not improved (time)")
+                TierReport(
+                    name=term.name,
+                    value=value + term.const,
+                    status="feasible" + improved_note
+                    if lns_value is not None
+                    else "not improved (time)",
+                )
             )
-            fix(expr, current)
+            fix(expr, value)
             continue
-        pool.append(solver)
         found = round(solver.objective_value)
-        value = max(found, current) if current is not None else found
+        value = max(x for x in (found, current, lns_value) if x is not None)
         bound = round(solver.best_objective_bound)
         if term.upper is not None:
             bound = min(bound, term.upper)  # a bound the term can never pass is a valid one
-        optimal = st == cp_model.OPTIMAL and value == found
+        optimal = (st == cp_model.OPTIMAL and value == found) or value >= bound
         all_optimal &= optimal
         gap = abs(bound - value) / max(1, abs(value + term.const), abs(bound + term.const))
         reports.append(
