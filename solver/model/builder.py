@@ -491,22 +491,55 @@ class _Slot:
     nics: tuple[str, ...]
 
 
-def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[int, list[_Slot]]:
-    """Device choices for every pod the solution puts on node ``n``, by shape."""
+@dataclass
+class _NodeCounts:
+    """What a solution puts on one node: pods per shape, the GPUs ``whole`` gives to
+    whole-GPU pods (None: the node has no ``whole`` variables) and the ``share`` counts."""
+
+    pods: dict[int, int] = field(default_factory=dict)
+    """shape -> pods (only counts above 0)"""
+    whole: set[str] | None = None
+    shares: list[tuple[int, str, int]] = field(default_factory=list)
+    """(shape, device, pods), in key order"""
+
+
+def _counts_by_node(sol: Solution) -> dict[int, _NodeCounts]:
+    """The solution's per-node counts, grouped by node in one pass over each kind (per node,
+    a scan of every count would make turning counts into pods quadratic in the nodes)."""
+    out: dict[int, _NodeCounts] = defaultdict(_NodeCounts)
+    for (s, n), c in sol.z.items():
+        if c > 0:
+            out[n].pods[s] = c
+    for (n, d), val in sol.items("whole"):
+        nc = out[n]
+        if nc.whole is None:
+            nc.whole = set()
+        if val:
+            nc.whole.add(d)
+    for (s, n, d), c in sorted(sol.items("share")):
+        if c > 0:
+            out[n].shares.append((s, d, c))
+    return out
+
+
+def _node_slots(
+    ix: Index, sol: Solution, n: int, state: ClusterState, here: _NodeCounts
+) -> dict[int, list[_Slot]]:
+    """Device choices for every pod the solution puts on node ``n`` (``here``: its counts,
+    :func:`_counts_by_node`), by shape."""
     name = ix.node_names[n]
     st = state.nodes[name]
     slots: dict[int, list[_Slot]] = defaultdict(list)
-    counts = {s: c for (s, nn), c in sol.z.items() if nn == n and c > 0}
+    counts = here.pods
     if not counts:
         return slots
     taken_gpu: set[str] = set()
     taken_nic: set[str] = set()
-    has_whole_vars = any(nn == n for (nn, _d), _val in sol.items("whole"))
-    whole_ok = {d for (nn, d), val in sol.items("whole") if nn == n and val}
+    whole_ok = here.whole
 
     def free_whole(ids: tuple[str, ...] | list[str]) -> list[str]:
         out = [d for d in ids if st.gpu_milli[d] == GPU_MILLI and d not in taken_gpu]
-        if has_whole_vars:
+        if whole_ok is not None:
             out = [d for d in out if d in whole_ok]
         return out
 
@@ -551,9 +584,7 @@ def _node_slots(ix: Index, sol: Solution, n: int, state: ClusterState) -> dict[i
                     )
                 )
     # 2. GPU shares, device by device
-    for (s, nn, d), c in sorted(sol.items("share")):
-        if nn != n or c == 0:
-            continue
+    for s, d, c in here.shares:
         shape = ix.shapes[s]
         for _ in range(c):
             nic_ids = [x for x in st.nic_order if x in st.nics and x not in taken_nic][: shape.nics]
@@ -583,10 +614,11 @@ def disaggregate(
     # the free amounts the model counted against (the index's trials leave them as found)
     state = state or ix.state
     assert state is not None and not ix.empty
-    nodes_used = sorted({n for (_s, n), c in sol.z.items() if c > 0})
+    by_node = _counts_by_node(sol)
+    nodes_used = sorted(n for n, here in by_node.items() if here.pods)
     slots: dict[tuple[int, int], list[_Slot]] = {}
     for n in nodes_used:
-        for s, lst in _node_slots(ix, sol, n, state).items():
+        for s, lst in _node_slots(ix, sol, n, state, by_node[n]).items():
             slots[(s, n)] = lst
 
     # which nodes each item's pods go to
