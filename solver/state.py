@@ -465,6 +465,27 @@ class ClusterState:
                 out.append(value)
         return out
 
+    def candidate_capacities(self, gang: Gang, role: Role, limit: int) -> list[int]:
+        """:meth:`capacities` of the role's :meth:`candidates` (up to ``limit``), in their
+        order, computed once per class of interchangeable candidates (:meth:`classes`:
+        nodes with one signature hold as many pods of any shape) and spread to its members:
+        the cost of the classes, a few dozen, not of the candidates, thousands, besides one
+        write per candidate. Reference mode: :meth:`capacities` node by node."""
+        cands = self.candidates(gang, role)
+        if not self.indexed:
+            return self.capacities(gang, role, cands, limit)
+        shape = self._shape_key(gang, role)
+        self.meter.units += len(cands)
+        entry = self._class_entry(cands)
+        pos: dict[str, int] = entry[1]
+        out = [0] * len(cands)
+        for members in entry[2].values():
+            value = self._class_capacity(gang, role, members[0], limit, shape)
+            if value:
+                for n in members:
+                    out[pos[n]] = value
+        return out
+
     def fits(self, gang: Gang, role: Role, node: str) -> bool:
         """Does one more pod of ``role`` fit on ``node`` now?"""
         return self.pod_capacity(gang, role, node, 1) >= 1
@@ -666,6 +687,13 @@ class ClusterState:
         Kept up to date incrementally: only nodes changed since the last call are regrouped.
         Pass the same tuple object each time (e.g. :meth:`candidates`' result) to reuse it.
         """
+        entry = self._class_entry(nodes)
+        return sorted(entry[2].values(), key=lambda m: entry[1][m[0]])
+
+    def _class_entry(self, nodes: tuple[str, ...]) -> list[Any]:
+        """``[nodes, position of each node, signature -> members, node -> signature, log
+        position caught up to]`` for :meth:`classes`, brought up to date with the change
+        log."""
         entry = self._classes.get(id(nodes))
         if entry is None or entry[0] is not nodes:
             pos = {n: i for i, n in enumerate(nodes)}
@@ -694,7 +722,7 @@ class ClusterState:
                     del groups[old]
                 sig_of[n] = new
                 bisect.insort(groups.setdefault(new, []), n, key=pos.__getitem__)
-        return sorted(entry[2].values(), key=lambda m: entry[1][m[0]])
+        return entry
 
     def _take(self, node: str, role: Role, choice: DeviceChoice, *, log: bool = True) -> None:
         if log:

@@ -32,6 +32,7 @@ Inside ``solver/`` only: dense integer indices never leave the model.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot, growing_nodes
@@ -225,7 +226,7 @@ def build_index(
         # for every gang cost more than the capacities
         key = (_shape_key(s, gang, role), id(cands), limit)
         if key not in cap_cache:
-            rooms = state.capacities(gang, role, cands, limit)
+            rooms = state.candidate_capacities(gang, role, limit)
             cap_cache[key] = {nidx[n]: c for n, c in zip(cands, rooms, strict=True) if c > 0}
         return cap_cache[key]
 
@@ -495,27 +496,29 @@ def _prune(
         if i is not None and p.node in nidx:
             used[i].add(nidx[p.node])
     share = max(4, max_pairs // max(1, len(items)))
+    # a node's fit for one pod is (free whole GPUs - the pod's, free CPU - the pod's): the
+    # pod's part is the same for every node, so nodes rank by (free whole GPUs, free CPU),
+    # computed once per node, not once per item and node
+    base: list[tuple[int, int]] = []
+    for name in node_names:
+        st = state.nodes[name]
+        free_gpu = sum(1 for m in st.gpu_milli.values() if m == GPU_MILLI)
+        base.append((free_gpu, st.resources.get("cpu", 0)))
     for it in items:
         if len(it.candidates) <= share:
             continue
-        req = it.role.requests
-
-        def fit(n: int, req: dict[str, int] = req) -> tuple[int, int]:
-            st = state.nodes[node_names[n]]
-            free_gpu = sum(1 for m in st.gpu_milli.values() if m == GPU_MILLI)
-            want = max(1, req.get(state.gpu, 0) // GPU_MILLI)
-            return (free_gpu - want, st.resources.get("cpu", 0) - req.get("cpu", 0))
-
-        def unit(n: int, it: Item = it) -> int:
-            return n if it.node_level else block_of_node[n]
-
+        # the unit kept or cut whole: a node for an item counted per node, else its block
+        unit_of: Callable[[int], int] = (
+            (lambda n: n) if it.node_level else block_of_node.__getitem__
+        )
         members: dict[int, list[int]] = defaultdict(list)
         for n in it.candidates:
-            members[unit(n)].append(n)
-        keep = {unit(n) for n in used.get(it.id, set()) if unit(n) in members}
+            members[unit_of(n)].append(n)
+        keep = {unit_of(n) for n in used.get(it.id, set()) if unit_of(n) in members}
         kept = sum(len(members[u]) for u in keep)
         limit = share + kept
-        ranked = sorted(members, key=lambda u: (min(fit(n) for n in members[u]), u))
+        best = {u: min(base[n] for n in ns) for u, ns in members.items()}
+        ranked = sorted(members, key=lambda u: (best[u], u))
         for u in ranked:
             if kept >= limit:
                 break
@@ -523,4 +526,4 @@ def _prune(
                 keep.add(u)
                 kept += len(members[u])
         it.candidates = sorted(n for u in keep for n in members[u])
-        it.cap = {n: c for n, c in it.cap.items() if unit(n) in keep}
+        it.cap = {n: c for n, c in it.cap.items() if unit_of(n) in keep}

@@ -63,3 +63,24 @@ def test_classes_are_interchangeable_as_pods_are_placed(cluster: tuple[object, o
         if fitting:
             node = rng.choice(fitting)
             state.place(g, r, node, f"p{step}")
+
+
+def test_candidate_capacities_per_class_equal_each_nodes_own_count(
+    cluster: tuple[object, object],
+) -> None:
+    # the per-class answers, spread to every candidate, agree with each node's own count
+    # (direct room or trial placement on that node, no class memo) as pods are placed
+    s, topo = cluster
+    state = ClusterState(s, topo)  # type: ignore[arg-type]
+    shapes = _shapes(s)
+    rng = random.Random(11)
+    for step in range(30):
+        for g, r in shapes:
+            cands = state.candidates(g, r)
+            for limit in (1, 3, 64):
+                own = [state._pod_capacity(g, r, n, limit) for n in cands]
+                assert state.candidate_capacities(g, r, limit) == own, (step, r.requests, limit)
+        g, r = rng.choice(shapes)
+        fitting = state.fitting(g, r, state.candidates(g, r))
+        if fitting:
+            state.place(g, r, rng.choice(fitting), f"p{step}")
