@@ -336,12 +336,45 @@ def _kept(v: Variables, unit: int, per_pod: int) -> tuple[int, cp_model.IntVar]:
     return per_pod * u.size, v.stay(u.victim)
 
 
+Measures = dict[tuple[str | None, int, tuple[int, ...]], int]
+"""(GPU model, free milli-CPU, free milli-GPU per device sorted) -> ``Σ_m w_m F_n(m)`` of a
+node in that state, for the cycle's weights (:func:`_measure`)."""
+
+
+def _measure(
+    memo: Measures,
+    weights: tuple[tuple[PodShape, int], ...],
+    gpu_model: str | None,
+    cpu: int,
+    frees: tuple[int, ...],
+) -> int:
+    """``Σ_m w_m F_n(m)`` (:func:`~gangplan.solver.fragmentation.shape_fragmentation`) of a
+    node of ``gpu_model`` with ``cpu`` milli-CPU and ``frees`` (sorted) milli-GPU free: a
+    function of these alone, so computed once per distinct state in ``memo`` — nodes fall
+    into few such states, and each node under :meth:`_NodeFragmentation._by_taken` asks for
+    one per number of GPUs the plan may take."""
+    key = (gpu_model, cpu, frees)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = sum(w * shape_fragmentation(frees, cpu, gpu_model, m) for m, w in weights)
+    return hit
+
+
 class _NodeFragmentation:
     """``Σ_m w_m F_n(m)`` of one node the cycle can touch, as an affine expression over the
-    model's variables (:func:`_expected_fragmentation`)."""
+    model's variables (:func:`_expected_fragmentation`); ``measures``: the cycle's memo of
+    :func:`_measure`."""
 
-    def __init__(self, model: cp_model.CpModel, ix: Index, v: Variables, n: int):
+    def __init__(
+        self,
+        model: cp_model.CpModel,
+        ix: Index,
+        v: Variables,
+        n: int,
+        measures: Measures | None = None,
+    ):
         self.m, self.ix, self.v, self.n = model, ix, v, n
+        self.measures: Measures = {} if measures is None else measures
         state = ix.state
         assert state is not None
         name = ix.node_names[n]
@@ -532,7 +565,7 @@ class _NodeFragmentation:
 
         def f_of(j: int) -> int:
             frees = tuple(sorted([*partial, *([GPU_MILLI] * (self.full - j)), *([0] * j)]))
-            return sum(w * shape_fragmentation(frees, cpu, self.gpu_model, s) for s, w in weights)
+            return _measure(self.measures, weights, self.gpu_model, cpu, frees)
 
         if lo >= hi:
             return _Affine(m, f_of(lo), [])
@@ -573,7 +606,7 @@ def _expected_fragmentation(
     assert state is not None
     const = 0
     var_terms: list[tuple[int, cp_model.IntVar]] = []
-    memo: dict[tuple[object, ...], int] = {}
+    memo: Measures = {}
     for n, node_name in enumerate(ix.node_names):
         st = state.nodes[node_name]
         if not st.gpu_order:
@@ -586,14 +619,9 @@ def _expected_fragmentation(
                 # (constraint family evictions_needed): the snapshot's own free amounts
                 free = s.free(node_name)
                 cpu_free, gpu_free = free.resources.get(CPU, 0), free.gpu_milli
-            key = (gpu_model, cpu_free, tuple(sorted(gpu_free.values())))
-            if key not in memo:
-                memo[key] = sum(
-                    w * shape_fragmentation(key[2], key[1], gpu_model, m) for m, w in weights
-                )
-            const += memo[key]
+            const += _measure(memo, weights, gpu_model, cpu_free, tuple(sorted(gpu_free.values())))
             continue
-        value = _NodeFragmentation(model, ix, v, n).value(weights)
+        value = _NodeFragmentation(model, ix, v, n, memo).value(weights)
         if n % 64 == 0:
             check("expected fragmentation")  # a model too large stops here, not at the end
         const += value.const

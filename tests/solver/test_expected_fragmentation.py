@@ -267,3 +267,49 @@ def test_the_term_counts_what_victims_keep_on_every_solution(
         plan = assemble_plan(s, pods, {}, evictions=evictions)
         assert verify(s, plan) == []
         assert score(s, plan)[NAME] == next(iter(values)) + term.const
+
+
+def test_nodes_alike_but_in_free_cpu_keep_their_own_measure() -> None:
+    # n0 and n1 have the same GPUs and model and differ only in free CPU (a running pod
+    # takes 6 of n1's 8): the workload's shape (1 GPU, 3 CPU) fits n0 but never n1, so the
+    # per-state memo of the measure must tell them apart. By hand, F = milli-GPU the shape
+    # cannot use: on n0 0 while a whole GPU is free; on n1 every free milli-GPU.
+    # no pod: 0 + 2000; the pod on n0: 0 + 2000; on n1: 0 + 1000.
+    data = {
+        "levels": [{"name": "leaf"}],
+        "nodes": [
+            {
+                "name": f"n{i}",
+                "gpu_model": "A",
+                "allocatable": {GPU: 2, "cpu": 8},
+                "domains": {"leaf": "l0"},
+            }
+            for i in range(2)
+        ],
+        "queues": [{"name": "q"}],
+        "gangs": [
+            {"name": "g", "queue": "q", "roles": [{"name": "w", "count": 1, "requests": {GPU: 1}}]}
+        ],
+        "running": [{"name": "r", "node": "n1", "requests": {"cpu": 6}}],
+        "workload": [{"requests": {GPU: 1, "cpu": 3}, "weight": 1}],
+    }
+    s, _ = load_instance({**API, **data})
+    ix = build_index(CycleContext.of(s), SolverConfig(exact_limit=6000), None)
+    assert ix.exact and len(ix.items) == 1
+    model = cp_model.CpModel()
+    v = Variables(model, ix)
+    Constraints(model, ix, v).add_all()
+    terms: dict[str, objective.ObjectiveTerm] = {}
+    objective._expected_fragmentation(model, ix, v, terms)
+    term = terms[NAME]
+    assert term.expr is not None
+    for where, want in {None: -2000, "n0": -2000, "n1": -1000}.items():
+        fixed = model.clone()
+        for node in ("n0", "n1"):
+            x = v.x(0, ix.block_of_node[ix.node_index[node]])
+            assert x is not None
+            fixed.add(fixed.get_int_var_from_proto_index(x.index) == int(node == where))
+        one = cp_model.CpSolver()
+        one.parameters.num_workers = 1
+        assert one.solve(fixed) == cp_model.OPTIMAL
+        assert int(one.value(term.expr)) + term.const == want, where
