@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from math import gcd
 from typing import Any
 
@@ -393,20 +392,21 @@ class _NodeFragmentation:
         self.victim_cpu = bool(held_cpu)
         cpu_terms += [(-c, var) for c, var in held_cpu]
         self.cpu = _Affine(model, self.st.resources.get(CPU, 0), cpu_terms)
+        self._cpu_lo: int | None = None
+        """``self.cpu.lo``, read once by :meth:`_cpu_known`"""
         # bounds for "free CPU >= c follows from the GPU condition" (_cpu_known)
         self.cpu_only = sum(
             shapes[sh].req(CPU) * _Affine(model, 0, [(1, e)]).hi
             for sh, e in on
             if not shapes[sh].gpu_milli
         )
-        self.cpu_per_milli = max(
-            (
-                Fraction(shapes[sh].req(CPU), shapes[sh].gpu_milli)
-                for sh, _e in on
-                if shapes[sh].gpu_milli
-            ),
-            default=Fraction(0),
-        )
+        # the largest CPU per milli-GPU of the GPU shapes that may go here, as the fraction
+        # cpu_per_milli[0] / cpu_per_milli[1] (0/1 without one), compared by integers
+        self.cpu_per_milli = (0, 1)
+        for sh, _e in on:
+            p, q = shapes[sh].req(CPU), shapes[sh].gpu_milli
+            if q and p * self.cpu_per_milli[1] > self.cpu_per_milli[0] * q:
+                self.cpu_per_milli = (p, q)
         self.free0 = sum(self.st.gpu_milli.values())
         self.devices: list[tuple[str, _Affine]] | None = None
         if v.has_whole(n):
@@ -467,12 +467,16 @@ class _NodeFragmentation:
             return True
         if c > top:
             return False
-        if self.cpu.lo >= c:
+        if self._cpu_lo is None:
+            self._cpu_lo = self.cpu.lo  # the least free CPU the plan may leave (fixed here)
+        if self._cpu_lo >= c:
             return True
         if self.victim_cpu:
             return None  # what victims keep is not bounded by the GPU condition
-        used = self.cpu_only + self.cpu_per_milli * max(0, self.free0 - k * g)
-        return True if top - used >= c else None
+        # top − (cpu_only + p/q · gpu_used) ≥ c, multiplied by q > 0
+        p, q = self.cpu_per_milli
+        left = (top - self.cpu_only - c) * q
+        return True if left >= p * max(0, self.free0 - k * g) else None
 
     def at(self, g: int) -> tuple[_Affine, _Affine]:
         """(devices with ≥ g milli free, their free milli in all) after the plan."""
