@@ -10,6 +10,8 @@ solve``, ``replan`` and ``serve``. ``config.time_limit_s`` bounds all of it
    (:data:`~gangplan.solver.baselines.EXPECTED_COST`); the first always runs, so there is
    always a verified plan; a later one whose predicted cost (the first's measured cost times
    the ratio of expected costs) does not fit what is left is skipped, and the notes say so;
+   so is one that would leave CP-SAT less than its predicted build plus
+   :data:`SEARCH_SHARE` of the budget, when CP-SAT could run after the first;
    keep the best plan by :func:`~gangplan.solver.score.score` as the incumbent;
 3. with what is left after keeping a share for the checks and the reasons, build the CP-SAT
    model, hint it with the incumbent, and optimise the score's entries tier by tier; Ctrl-C
@@ -65,6 +67,10 @@ CP-SAT is not started: the incumbent is returned."""
 CHECK_RESERVE = 2
 """Checks kept in reserve after the baselines, each as long as the first baseline's: CP-SAT's
 plan, turned into pods, then verified and scored."""
+SEARCH_SHARE = 0.3
+"""With CP-SAT able to run after the first baseline, a later baseline runs only if it leaves
+the model's predicted build (:data:`MODEL_COST`) plus this share of the budget for the search
+(on a 5,120-node cycle at 10 s two more baselines took the time the search needed)."""
 MODEL_COST = 2.5
 """The model's build (index, variables, constraints, objective, completed hint) relative to
 the first baseline's cost on the same cycle (CPU time measured on generated fat-trees of 512
@@ -305,6 +311,7 @@ def _incumbent(
     order = sorted(BASELINES, key=lambda n: (n != lead, EXPECTED_COST.get(n, 1.0), rank[n]))
     keep = cfg.reason_share * budget.limit
     first_cost: float | None = None
+    model_need: float | None = None
     best_rank = len(rank)
     unverified: list[tuple[Score, int, str, list[PodPlacement], list[Eviction]]] = []
     for name in order:
@@ -319,6 +326,13 @@ def _incumbent(
                     f"fit the {max(0.0, room):.3g} s left of the budget"
                 )
                 continue
+            if model_need is not None and predicted > room - model_need:
+                notes.append(
+                    f"baseline {name} skipped: its predicted cost ({predicted:.3g} s) would "
+                    f"leave less than the {model_need:.3g} s kept for CP-SAT (its predicted "
+                    f"build and {SEARCH_SHARE:.0%} of the budget to search)"
+                )
+                continue
         before = ctx.meter.units
         with budget.part(part):
             pods, evictions = _baseline(ctx, name)
@@ -330,6 +344,11 @@ def _incumbent(
         if first:
             first_cost = best.first_cost = budget.spent(part)
             best.check_cost = budget.spent("check") - spent_check
+            need = MODEL_COST * first_cost + SEARCH_SHARE * budget.limit
+            room = budget.left() - keep - CHECK_RESERVE * best.check_cost
+            # protect CP-SAT's time only when it can run at all; otherwise the baselines
+            # make the best incumbent they can
+            model_need = need if room >= need else None
         else:
             unverified.append((sc, rank[name], name, pods, evictions))
             continue

@@ -34,7 +34,7 @@ from gangplan.solver.context import CycleContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
 from gangplan.solver.model.neighbourhood import MIN_DECISIONS as LNS_MIN_DECISIONS
-from gangplan.solver.model.neighbourhood import Neighbourhoods, StepLimits, improve
+from gangplan.solver.model.neighbourhood import Neighbourhoods, Pace, StepLimits, improve
 from gangplan.solver.model.objective import build_terms
 from gangplan.solver.model.preemption import after_state, evicted_pods, plan_evictions
 from gangplan.solver.model.variables import Solution, Variables
@@ -53,8 +53,6 @@ LNS_WHOLE_SHARE = 0.3
 :data:`~gangplan.solver.model.neighbourhood.MIN_DECISIONS` decision variables), the share of
 a tier's time given to one solve of the whole model first (its bound is the tier's); the
 rest goes to neighbourhood steps."""
-LNS_STEP_S = 0.3
-"""Wall seconds (deterministic seconds in deterministic mode) of one neighbourhood step."""
 MIN_SLICE_S = 0.1
 """The least time a tier is given while time is left; below it, tiers are kept as they are."""
 
@@ -131,23 +129,23 @@ def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_sh
 
 def _step_limits(
     cfg: SolverConfig, stop: SearchStop | None, until: float, det_left: float
-) -> Callable[[float], StepLimits | None]:
+) -> Callable[[float, float], StepLimits | None]:
     """The limits of each neighbourhood step of a tier whose time ends at ``until``
     (``time.monotonic()``), or in deterministic mode after ``det_left`` deterministic
     seconds; None once the time is up or a stop is requested."""
 
-    def limits(det_spent: float) -> StepLimits | None:
+    def limits(det_spent: float, step: float) -> StepLimits | None:
         if stop is not None and stop.requested:
             return None
         if cfg.deterministic:
             left = det_left - det_spent
             if left < 0.002:
                 return None
-            return StepLimits(3600.0, min(LNS_STEP_S, left), 1, cfg.seed)
+            return StepLimits(3600.0, min(step, left), 1, cfg.seed)
         left = until - time.monotonic()
         if left < 0.02:
             return None
-        return StepLimits(min(LNS_STEP_S, left), None, max(1, cfg.num_workers), cfg.seed)
+        return StepLimits(min(step, left), None, max(1, cfg.num_workers), cfg.seed)
 
     return limits
 
@@ -235,6 +233,10 @@ def solve_model(
     }
     hint = v.hint(incumbent, incumbent_evictions)
     hood = Neighbourhoods.of(ix, v) if len(hint) >= LNS_MIN_DECISIONS else None
+    pace = Pace.of(hood) if hood is not None else None
+    whole_useful = True
+    """False once a solve of the whole model (LNS on) returned no solution at all: later
+    tiers give all their time to the steps"""
     rng = random.Random(cfg.seed)
     built = time.monotonic()
     first = _complete_hint(model, hint, cfg, max(0.05, (budget_s - (built - started)) * 0.5), stop)
@@ -317,26 +319,32 @@ def solve_model(
         share = weight / (weight + remaining_w)
         slice_s = max(min(left, MIN_SLICE_S), left * share)
         det_slice = (det_budget - det_used) * share
-        lns = hood is not None and best is not None
-        whole = LNS_WHOLE_SHARE if lns else 1.0
+        lns = hood is not None and pace is not None and best is not None
+        whole = (LNS_WHOLE_SHARE if whole_useful else 0.0) if lns else 1.0
         tier_started = time.monotonic()
         solver = cp_model.CpSolver()
-        _params(solver, cfg, slice_s * whole, det_slice * whole)
         model.maximize(expr)
-        st = _run(solver, model, stop)
-        whole_det = solver.response_proto.deterministic_time
+        if whole > 0:
+            _params(solver, cfg, slice_s * whole, det_slice * whole)
+            st = _run(solver, model, stop)
+        else:
+            st = cp_model.UNKNOWN
+        whole_det = solver.response_proto.deterministic_time if whole > 0 else 0.0
         det_used += whole_det
         solved = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         if solved:
             pool.append(solver)
+        elif lns and whole > 0 and st == cp_model.UNKNOWN:
+            whole_useful = False
         improved: list[cp_model.CpSolver] = []
-        if lns and st != cp_model.OPTIMAL and best is not None and hood is not None:
+        if lns and st != cp_model.OPTIMAL and best is not None and hood and pace:
             start = solver if solved and solver.value(expr) > best.value(expr) else best
             improved, lns_det = improve(
                 model,
                 expr,
                 start,
                 hood,
+                pace,
                 limits=_step_limits(cfg, stop, tier_started + slice_s, det_slice - whole_det),
                 run=lambda sv, m: _run(sv, m, stop),
                 rng=rng,

@@ -39,7 +39,7 @@ from ortools.sat.python import cp_model
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Variables
 
-__all__ = ["CHUNK", "Neighbourhoods", "improve"]
+__all__ = ["CHUNK", "Neighbourhoods", "Pace", "StepLimits", "improve"]
 
 CHUNK = 16
 """Nodes in no leaf domain are split into parts of this many consecutive nodes."""
@@ -50,6 +50,9 @@ START_SIZE = 0.1
 :data:`MIN_SIZE`)."""
 MIN_SIZE = 200
 GROW, SHRINK = 1.5, 0.7
+STEP = 0.3
+"""The first steps' length (seconds; deterministic seconds in deterministic mode)."""
+MAX_STEP = 2.0
 STEP_PARAMS: tuple[tuple[str, int], ...] = (("cp_model_probing_level", 0), ("symmetry_level", 0))
 """CP-SAT parameters of every step: most of a step's time is the presolve of the whole model
 (its fixed variables removed); probing and symmetry detection there cost more than they save
@@ -147,36 +150,53 @@ class StepLimits:
     seed: int
 
 
+@dataclass
+class Pace:
+    """What the steps have learnt about the model, kept from tier to tier: how many
+    decision variables a neighbourhood frees (``size``) and how long a step is given
+    (``step``: seconds, deterministic seconds in deterministic mode). A step that ends with
+    no solution at all (not even the hint back: the presolve of a large model outlasted
+    it) doubles ``step``, up to :data:`MAX_STEP`."""
+
+    size: int
+    step: float = STEP
+
+    @classmethod
+    def of(cls, hood: Neighbourhoods) -> Pace:
+        return cls(max(MIN_SIZE, int(START_SIZE * len(hood.decisions))))
+
+
 def improve(
     model: cp_model.CpModel,
     expr: cp_model.LinearExprT,
     start: cp_model.CpSolver,
     hood: Neighbourhoods,
+    pace: Pace,
     *,
-    limits: Callable[[float], StepLimits | None],
+    limits: Callable[[float, float], StepLimits | None],
     run: Callable[[cp_model.CpSolver, cp_model.CpModel], object],
     rng: random.Random,
 ) -> tuple[list[cp_model.CpSolver], float]:
     """LNS on ``model`` maximising ``expr`` from ``start``'s solution (module docstring).
 
-    ``limits(det)``, given the deterministic seconds the steps used so far, gives the next
-    step's limits, or None to stop (time up, or a stop requested); ``run`` solves (e.g.
-    stoppable by Ctrl-C). Returns the solvers whose solutions improved ``expr``, best last,
-    and the deterministic time all steps used.
+    ``limits(det, step)``, given the deterministic seconds the steps used so far and the
+    step's wanted length (``pace.step``), gives the next step's limits, or None to stop
+    (time up, or a stop requested); ``run`` solves (e.g. stoppable by Ctrl-C); ``pace`` is
+    updated. Returns the solvers whose solutions improved ``expr``, best last, and the
+    deterministic time all steps used.
     """
     model.maximize(expr)
     best = start
     value = best.value(expr)
-    size = max(MIN_SIZE, int(START_SIZE * len(hood.decisions)))
     found: list[cp_model.CpSolver] = []
     det = 0.0
     steps = 0
-    while (lim := limits(det)) is not None:
+    while (lim := limits(det, pace.step)) is not None:
         steps += 1
-        free = hood.draw(rng, size)
+        free = hood.draw(rng, pace.size)
         if len(free) >= len(hood.decisions):
-            size = max(MIN_SIZE, len(hood.decisions) // 2)  # the whole model: no point
-            free = hood.draw(rng, size)
+            pace.size = max(MIN_SIZE, len(hood.decisions) // 2)  # the whole model: no point
+            free = hood.draw(rng, pace.size)
         trial = model.clone()
         trial.clear_hints()  # type: ignore[no-untyped-call]
         proto = trial.proto
@@ -199,16 +219,16 @@ def improve(
         if lim.deterministic is not None:
             p.max_deterministic_time = max(0.001, lim.deterministic)
         st = run(solver, trial)
-        used = solver.response_proto.deterministic_time
-        det += used
+        det += solver.response_proto.deterministic_time
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            size = max(MIN_SIZE, int(size * SHRINK))
+            pace.step = min(MAX_STEP, pace.step * 2)
+            pace.size = max(MIN_SIZE, int(pace.size * SHRINK))
             continue
         if solver.value(expr) > value:
             best, value = solver, solver.value(expr)
             found.append(solver)
         if st == cp_model.OPTIMAL:
-            size = int(size * GROW)
-        elif st != cp_model.OPTIMAL:
-            size = max(MIN_SIZE, int(size * SHRINK))
+            pace.size = int(pace.size * GROW)
+        else:
+            pace.size = max(MIN_SIZE, int(pace.size * SHRINK))
     return found, det

@@ -15,7 +15,7 @@ import gangplan.solver.model.neighbourhood as nb
 from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.models import Snapshot
 from gangplan.solver.cycle import solve_cycle
-from gangplan.solver.model.neighbourhood import Neighbourhoods, StepLimits, improve
+from gangplan.solver.model.neighbourhood import Neighbourhoods, Pace, StepLimits, improve
 from gangplan.solver.result import CycleResult, SolverConfig
 from gangplan.solver.verify import verify
 
@@ -61,7 +61,7 @@ def _start(model: cp_model.CpModel) -> cp_model.CpSolver:
 def _steps(n: int) -> object:
     left = [n]
 
-    def limits(_det: float) -> StepLimits | None:
+    def limits(_det: float, _step: float) -> StepLimits | None:
         if left[0] == 0:
             return None
         left[0] -= 1
@@ -77,7 +77,6 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
     only inside one part; after both parts have been drawn the value is the sum of the two
     knapsacks' optima by brute force (7 + 12 = 19)."""
     monkeypatch.setattr(nb, "MIN_SIZE", 1)
-    monkeypatch.setattr(nb, "START_SIZE", 0.0)
     model, expr, hood, a, b = _toy()
     start = _start(model)
     found, det = improve(
@@ -85,6 +84,7 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
         expr,
         start,
         hood,
+        Pace(1),
         limits=_steps(12),  # type: ignore[arg-type]
         run=lambda s, m: s.solve(m),
         rng=random.Random(0),
@@ -110,6 +110,7 @@ def test_no_step_no_change() -> None:
         expr,
         _start(model),
         hood,
+        Pace(1),
         limits=_steps(0),  # type: ignore[arg-type]
         run=lambda s, m: s.solve(m),
         rng=random.Random(0),
