@@ -363,7 +363,8 @@ def status_line(
     entries not proven optimal within the time limit and names them; ``incumbent`` and
     ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: the
     cycle's budget (``SolverConfig.time_limit_s``: the whole cycle, not CP-SAT alone), when
-    known; the gap is the largest of the GPU throughput entries' gaps to CP-SAT's bound.
+    known; the gap is the largest of the GPU throughput entries' gaps to CP-SAT's bound, and
+    the entries without a bound (neighbourhood search alone, or no time) are named instead.
     """
     s = summary
     took = f"{s.wall_time_s:.2f} s"
@@ -385,8 +386,15 @@ def status_line(
         )
     if s.status == "feasible":
         open_tiers = [t.name for t in optimised if t.status != "optimal"]
-        thr = [t.gap for t in s.tiers if t.gap is not None and t.name.endswith(".gpu_milli")]
-        gap = f"; GPUs admitted: gap to the bound {max(thr):.2%}" if thr else ""
+        thr_tiers = [t for t in optimised if t.name.endswith(".gpu_milli")]
+        thr = [t.gap for t in thr_tiers if t.gap is not None]
+        unbounded = [t.name for t in thr_tiers if t.gap is None and t.status != "optimal"]
+        if unbounded:
+            # a tier improved (or kept) without a bound of the whole model: no gap to claim
+            known = f", gap to the bound {max(thr):.2%} on the others" if thr else ""
+            gap = f"; GPUs admitted: no bound for {', '.join(unbounded)}{known}"
+        else:
+            gap = f"; GPUs admitted: gap to the bound {max(thr):.2%}" if thr else ""
         return (
             f"placer {s.placer}: status feasible — {len(open_tiers)} of {len(optimised)} "
             f"score entries not proven optimal{within} ({', '.join(open_tiers)}){gap}; {took}"

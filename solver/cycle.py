@@ -11,7 +11,8 @@ solve``, ``replan`` and ``serve``. ``config.time_limit_s`` bounds all of it
    always a verified plan; a later one whose predicted cost (the first's measured cost times
    the ratio of expected costs) does not fit what is left is skipped, and the notes say so;
    so is one that would leave CP-SAT less than its predicted build plus
-   :data:`SEARCH_SHARE` of the budget, when CP-SAT could run after the first;
+   :data:`SEARCH_SHARE` of the budget, when CP-SAT could run after the first (not where
+   pods ask GPU shares: :data:`MODEL_COST` is calibrated on whole GPUs);
    keep the best plan by :func:`~gangplan.solver.score.score` as the incumbent;
 3. with what is left after keeping a share for the checks and the reasons, build the CP-SAT
    model, hint it with the incumbent, and optimise the score's entries tier by tier; Ctrl-C
@@ -346,9 +347,11 @@ def _incumbent(
             best.check_cost = budget.spent("check") - spent_check
             need = MODEL_COST * first_cost + SEARCH_SHARE * budget.limit
             room = budget.left() - keep - CHECK_RESERVE * best.check_cost
-            # protect CP-SAT's time only when it can run at all; otherwise the baselines
-            # make the best incumbent they can
-            model_need = need if room >= need else None
+            # protect CP-SAT's time only when it can run at all (otherwise the baselines
+            # make the best incumbent they can), and not where pods ask GPU shares (fgd
+            # first): there the build is about ten times MODEL_COST (openb), the estimate
+            # says nothing, and the other baselines are cheap next to it
+            model_need = need if room >= need and lead != "fgd" else None
         else:
             unverified.append((sc, rank[name], name, pods, evictions))
             continue

@@ -127,6 +127,18 @@ def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_sh
         p.relative_gap_limit = cfg.relative_gap
 
 
+def _reported(report: TierReport, value: int) -> TierReport:
+    """``report`` with the chosen solution's ``value``: the gap recomputed against the
+    bound, and a value that does not reach the bound no longer called optimal."""
+    if report.bound is None:
+        return report.model_copy(update={"value": value})
+    gap = abs(report.bound - value) / max(1, abs(value), abs(report.bound))
+    status = report.status
+    if status == "optimal" and value < report.bound:
+        status = "feasible"
+    return report.model_copy(update={"value": value, "gap": round(gap, 6), "status": status})
+
+
 def _step_limits(
     cfg: SolverConfig, stop: SearchStop | None, until: float, det_left: float
 ) -> Callable[[float, float], StepLimits | None]:
@@ -234,9 +246,10 @@ def solve_model(
     hint = v.hint(incumbent, incumbent_evictions)
     hood = Neighbourhoods.of(ix, v) if len(hint) >= LNS_MIN_DECISIONS else None
     pace = Pace.of(hood) if hood is not None else None
-    whole_useful = True
-    """False once a solve of the whole model (LNS on) returned no solution at all: later
-    tiers give all their time to the steps"""
+    whole_failed: float | None = None
+    """LNS on: the length of the last solve of the whole model that returned no solution at
+    all; a later tier solves the whole model again only when it can give it twice as long,
+    else all its time goes to the steps"""
     rng = random.Random(cfg.seed)
     built = time.monotonic()
     first = _complete_hint(model, hint, cfg, max(0.05, (budget_s - (built - started)) * 0.5), stop)
@@ -320,7 +333,9 @@ def solve_model(
         slice_s = max(min(left, MIN_SLICE_S), left * share)
         det_slice = (det_budget - det_used) * share
         lns = hood is not None and pace is not None and best is not None
-        whole = (LNS_WHOLE_SHARE if whole_useful else 0.0) if lns else 1.0
+        whole_len = (det_slice if cfg.deterministic else slice_s) * LNS_WHOLE_SHARE
+        retry = whole_failed is None or whole_len >= 2 * whole_failed
+        whole = (LNS_WHOLE_SHARE if retry else 0.0) if lns else 1.0
         tier_started = time.monotonic()
         solver = cp_model.CpSolver()
         model.maximize(expr)
@@ -335,11 +350,12 @@ def solve_model(
         if solved:
             pool.append(solver)
         elif lns and whole > 0 and st == cp_model.UNKNOWN:
-            whole_useful = False
+            whole_failed = whole_len
         improved: list[cp_model.CpSolver] = []
+        proven = False
         if lns and st != cp_model.OPTIMAL and best is not None and hood and pace:
             start = solver if solved and solver.value(expr) > best.value(expr) else best
-            improved, lns_det = improve(
+            improved, lns_det, proven = improve(
                 model,
                 expr,
                 start,
@@ -359,7 +375,6 @@ def solve_model(
                 notes.append(f"tier {term.name}: infeasible (a bug: the empty plan is feasible)")
             elif lns_value is None:
                 notes.append(f"tier {term.name}: no better solution within its time share")
-            all_optimal = False
             if current is None and lns_value is None:
                 parts["search"] = time.monotonic() - search_started
                 return ModelOutcome(
@@ -372,14 +387,29 @@ def solve_model(
                     interrupted=stop is not None and stop.requested,
                 )
             value = max(x for x in (current, lns_value) if x is not None)
-            improved_note = " (neighbourhood search)" if lns_value is not None else ""
+            # no bound from the whole model: the term's own ceiling, or the steps' proof
+            ceiling = value if proven else term.upper
+            optimal = ceiling is not None and value >= ceiling
+            all_optimal &= optimal
+            if optimal:
+                status = "optimal"
+            elif lns_value is not None:
+                status = "feasible (neighbourhood search)"
+            else:
+                status = "not improved (time)"
+            gap = (
+                None
+                if ceiling is None
+                else abs(ceiling - value)
+                / max(1, abs(value + term.const), abs(ceiling + term.const))
+            )
             reports.append(
                 TierReport(
                     name=term.name,
                     value=value + term.const,
-                    status="feasible" + improved_note
-                    if lns_value is not None
-                    else "not improved (time)",
+                    bound=None if ceiling is None else ceiling + term.const,
+                    gap=None if gap is None else round(gap, 6),
+                    status=status,
                 )
             )
             fix(expr, value)
@@ -389,7 +419,11 @@ def solve_model(
         bound = round(solver.best_objective_bound)
         if term.upper is not None:
             bound = min(bound, term.upper)  # a bound the term can never pass is a valid one
-        optimal = (st == cp_model.OPTIMAL and value == found) or value >= bound
+        if proven:
+            bound = min(bound, value)
+        # proven only when the value reaches the whole model's bound: CP-SAT also says
+        # OPTIMAL when it stops at ``relative_gap``
+        optimal = value >= bound
         all_optimal &= optimal
         gap = abs(bound - value) / max(1, abs(value + term.const), abs(bound + term.const))
         reports.append(
@@ -422,7 +456,7 @@ def solve_model(
     for k, r in enumerate(reports):
         t = exprs.get(r.name)
         if t is not None and t.expr is not None:
-            reports[k] = r.model_copy(update={"value": int(chosen.value(t.expr)) + t.const})
+            reports[k] = _reported(r, int(chosen.value(t.expr)) + t.const)
     pods, evictions = solution_plan(ctx, ix, solution, previous)
     parts["plan"] = time.monotonic() - plan_started
     return ModelOutcome(

@@ -53,6 +53,10 @@ GROW, SHRINK = 1.5, 0.7
 STEP = 0.3
 """The first steps' length (seconds; deterministic seconds in deterministic mode)."""
 MAX_STEP = 2.0
+STALL = 4
+"""Steps in a row that prove their neighbourhood holds nothing better, after which a tier
+stops its search and leaves its time to the next tiers (on a 5,120-node cycle the first
+tiers' neighbourhoods are often exhausted while later tiers still improve)."""
 STEP_PARAMS: tuple[tuple[str, int], ...] = (("cp_model_probing_level", 0), ("symmetry_level", 0))
 """CP-SAT parameters of every step: most of a step's time is the presolve of the whole model
 (its fixed variables removed); probing and symmetry detection there cost more than they save
@@ -176,14 +180,16 @@ def improve(
     limits: Callable[[float, float], StepLimits | None],
     run: Callable[[cp_model.CpSolver, cp_model.CpModel], object],
     rng: random.Random,
-) -> tuple[list[cp_model.CpSolver], float]:
+) -> tuple[list[cp_model.CpSolver], float, bool]:
     """LNS on ``model`` maximising ``expr`` from ``start``'s solution (module docstring).
 
     ``limits(det, step)``, given the deterministic seconds the steps used so far and the
     step's wanted length (``pace.step``), gives the next step's limits, or None to stop
     (time up, or a stop requested); ``run`` solves (e.g. stoppable by Ctrl-C); ``pace`` is
-    updated. Returns the solvers whose solutions improved ``expr``, best last, and the
-    deterministic time all steps used.
+    updated. Stops after :data:`STALL` steps in a row that proved their neighbourhood holds
+    nothing better. Returns the solvers whose solutions improved ``expr``, best last, the
+    deterministic time all steps used, and whether a step freed every decision variable and
+    proved its optimum (then the tier's value is optimal).
     """
     model.maximize(expr)
     best = start
@@ -191,10 +197,11 @@ def improve(
     found: list[cp_model.CpSolver] = []
     det = 0.0
     steps = 0
-    while (lim := limits(det, pace.step)) is not None:
+    idle = 0
+    while idle < STALL and (lim := limits(det, pace.step)) is not None:
         steps += 1
         free = hood.draw(rng, pace.size)
-        if len(free) >= len(hood.decisions):
+        if len(free) >= len(hood.decisions) and pace.size > MIN_SIZE:
             pace.size = max(MIN_SIZE, len(hood.decisions) // 2)  # the whole model: no point
             free = hood.draw(rng, pace.size)
         trial = model.clone()
@@ -221,14 +228,22 @@ def improve(
         st = run(solver, trial)
         det += solver.response_proto.deterministic_time
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            pace.step = min(MAX_STEP, pace.step * 2)
+            if st == cp_model.UNKNOWN:  # out of time before any solution: a longer step
+                pace.step = min(MAX_STEP, pace.step * 2)
+            else:
+                idle += 1  # never expected (the hint is feasible); not a reason to spin
             pace.size = max(MIN_SIZE, int(pace.size * SHRINK))
             continue
         if solver.value(expr) > value:
             best, value = solver, solver.value(expr)
             found.append(solver)
+            idle = 0
+        elif st == cp_model.OPTIMAL:
+            idle += 1
         if st == cp_model.OPTIMAL:
+            if len(free) >= len(hood.decisions):
+                return found, det, True  # every decision was free: the tier is proven
             pace.size = int(pace.size * GROW)
         else:
             pace.size = max(MIN_SIZE, int(pace.size * SHRINK))
-    return found, det
+    return found, det, False

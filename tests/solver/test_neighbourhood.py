@@ -77,9 +77,10 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
     only inside one part; after both parts have been drawn the value is the sum of the two
     knapsacks' optima by brute force (7 + 12 = 19)."""
     monkeypatch.setattr(nb, "MIN_SIZE", 1)
+    monkeypatch.setattr(nb, "STALL", 10**6)
     model, expr, hood, a, b = _toy()
     start = _start(model)
-    found, det = improve(
+    found, det, proven = improve(
         model,
         expr,
         start,
@@ -92,6 +93,7 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
     assert _best(*PART_A) + _best(*PART_B) == 19
     assert found and found[-1].value(expr) == 19
     assert det >= 0.0
+    assert not proven  # no step freed both parts
     before = list(start.response_proto.solution)
     for sol in found:
         now = list(sol.response_proto.solution)
@@ -105,7 +107,7 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
 def test_no_step_no_change() -> None:
     """Limits that allow no step: nothing found, no time used."""
     model, expr, hood, _a, _b = _toy()
-    found, det = improve(
+    found, det, proven = improve(
         model,
         expr,
         _start(model),
@@ -115,7 +117,50 @@ def test_no_step_no_change() -> None:
         run=lambda s, m: s.solve(m),
         rng=random.Random(0),
     )
-    assert found == [] and det == 0.0
+    assert found == [] and det == 0.0 and not proven
+
+
+def test_the_steps_stop_after_stall_steps_that_prove_nothing_better(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From the optimum (19), every one-part step proves its part optimal without gain: the
+    search stops after STALL such steps though the limits allow 50."""
+    monkeypatch.setattr(nb, "MIN_SIZE", 1)
+    model, expr, hood, _a, _b = _toy()
+    best = cp_model.CpSolver()
+    model.maximize(expr)
+    assert best.solve(model) == cp_model.OPTIMAL and best.value(expr) == 19
+    runs: list[int] = []
+
+    def run(s: cp_model.CpSolver, m: cp_model.CpModel) -> object:
+        runs.append(1)
+        return s.solve(m)
+
+    found, _det, proven = improve(
+        model, expr, best, hood, Pace(1), limits=_steps(50), run=run, rng=random.Random(0)
+    )  # type: ignore[arg-type]
+    assert found == [] and not proven
+    assert len(runs) == nb.STALL < 50
+
+
+def test_a_step_that_frees_every_decision_proves_the_tier(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One part holding every decision: the first step is the whole model, solved to its
+    optimum (19, brute force), so the search ends at once with the tier proven."""
+    model, expr, _hood, a, b = _toy()
+    whole = Neighbourhoods({"all": [*a, *b]}, [], [*a, *b], ["all"])
+    found, _det, proven = improve(
+        model,
+        expr,
+        _start(model),
+        whole,
+        Pace(1),
+        limits=_steps(50),  # type: ignore[arg-type]
+        run=lambda s, m: s.solve(m),
+        rng=random.Random(0),
+    )
+    assert proven and len(found) == 1 and found[0].value(expr) == 19
 
 
 def _instance() -> Snapshot:
@@ -131,9 +176,9 @@ def _forced(
     if gains is not None:
 
         def counted(*args: object, **kwargs: object) -> object:
-            found, det = improve(*args, **kwargs)  # type: ignore[arg-type]
+            found, det, proven = improve(*args, **kwargs)  # type: ignore[arg-type]
             gains.append(len(found))
-            return found, det
+            return found, det, proven
 
         monkeypatch.setattr(builder, "improve", counted)
     monkeypatch.setattr(nb, "MIN_SIZE", 20)
