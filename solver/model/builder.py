@@ -336,6 +336,11 @@ def solve_model(
         whole_len = (det_slice if cfg.deterministic else slice_s) * LNS_WHOLE_SHARE
         retry = whole_failed is None or whole_len >= 2 * whole_failed
         whole = (LNS_WHOLE_SHARE if retry else 0.0) if lns else 1.0
+        if lns and pace is not None:
+            # a slice too short for one step is wasted (the step ends with nothing): give
+            # the tier one step if the time left allows; the tiers after it get less
+            slice_s = max(slice_s, min(left, pace.step / (1 - whole)))
+            det_slice = max(det_slice, min(det_budget - det_used, pace.step / (1 - whole)))
         tier_started = time.monotonic()
         solver = cp_model.CpSolver()
         model.maximize(expr)

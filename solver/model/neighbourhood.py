@@ -53,7 +53,7 @@ GROW, SHRINK = 1.5, 0.7
 STEP = 0.3
 """The first steps' length (seconds; deterministic seconds in deterministic mode)."""
 MAX_STEP = 2.0
-STALL = 4
+STALL = 2
 """Steps in a row that prove their neighbourhood holds nothing better, after which a tier
 stops its search and leaves its time to the next tiers (on a 5,120-node cycle the first
 tiers' neighbourhoods are often exhausted while later tiers still improve)."""
@@ -228,7 +228,10 @@ def improve(
         st = run(solver, trial)
         det += solver.response_proto.deterministic_time
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            if st == cp_model.UNKNOWN:  # out of time before any solution: a longer step
+            given = lim.deterministic if lim.deterministic is not None else lim.seconds
+            if st == cp_model.UNKNOWN and given >= 0.99 * pace.step:
+                # out of its full time before any solution: a longer step (a step cut short
+                # by the tier's end says nothing about the pace)
                 pace.step = min(MAX_STEP, pace.step * 2)
             else:
                 idle += 1  # never expected (the hint is feasible); not a reason to spin

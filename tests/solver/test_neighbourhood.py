@@ -173,6 +173,7 @@ def _forced(
     """The cycle with LNS on whatever the model's size, small neighbourhoods; ``gains``
     collects how many improving steps each tier's search found."""
     monkeypatch.setattr(builder, "LNS_MIN_DECISIONS", 0)
+    monkeypatch.setattr(nb, "STALL", 4)  # small neighbourhoods of a small model: persist
     if gains is not None:
 
         def counted(*args: object, **kwargs: object) -> object:
