@@ -53,6 +53,9 @@ LNS_WHOLE_SHARE = 0.3
 :data:`~gangplan.solver.model.neighbourhood.MIN_DECISIONS` decision variables), the share of
 a tier's time given to one solve of the whole model first (its bound is the tier's); the
 rest goes to neighbourhood steps."""
+STEP_MARGIN_S = 0.05
+"""Wall seconds kept at the end of a tier for CP-SAT to end its last neighbourhood step (a
+step runs on a little past its limit)."""
 MIN_SLICE_S = 0.1
 """The least time a tier is given while time is left; below it, tiers are kept as they are."""
 
@@ -154,7 +157,9 @@ def _step_limits(
             if left < 0.002:
                 return None
             return StepLimits(3600.0, min(step, left), 1, cfg.seed)
-        left = until - time.monotonic()
+        # CP-SAT ends a step a little after its limit (loading, stopping the workers):
+        # keep that margin inside the tier's time
+        left = until - time.monotonic() - STEP_MARGIN_S
         if left < 0.02:
             return None
         return StepLimits(min(step, left), None, max(1, cfg.num_workers), cfg.seed)
