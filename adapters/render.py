@@ -363,7 +363,8 @@ def status_line(
     entries not proven optimal within the time limit and names them; ``incumbent`` and
     ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: the
     cycle's budget (``SolverConfig.time_limit_s``: the whole cycle, not CP-SAT alone), when
-    known; the gap is the largest of the GPU throughput entries' gaps to CP-SAT's bound, and
+    known; the gap is the largest of the GPU throughput entries' gaps to their bounds (CP-SAT's,
+    or an entry's own ceiling), and
     the entries without a bound (neighbourhood search alone, or no time) are named instead.
     """
     s = summary

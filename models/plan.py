@@ -171,6 +171,22 @@ class TierReport(Frozen):
     gap: float | None = None
     status: str = "not optimised"
 
+    def revalued(self, value: int) -> TierReport:
+        """This entry with another ``value`` (e.g. the returned plan's own score entry): the
+        gap recomputed against the bound, and the status ``optimal`` exactly when the value
+        reaches the bound (a value below it is no longer called optimal). Without a bound
+        only the value changes."""
+        if self.bound is None:
+            return self.model_copy(update={"value": value})
+        gap = max(0, self.bound - value) / max(1, abs(value), abs(self.bound))
+        if value >= self.bound:
+            status = "optimal"
+        elif self.status == "optimal":
+            status = "feasible"
+        else:
+            status = self.status
+        return self.model_copy(update={"value": value, "gap": round(gap, 6), "status": status})
+
 
 class PlanSummary(Frozen):
     """How the plan was found: placer, status, score entries, time and model size."""

@@ -148,10 +148,13 @@ def _finish(
     )
     if tiers:
         # report the returned plan's own values (the model's may be looser, e.g. a spread
-        # counted from an untightened 'uses' variable); keep bound, gap and status
+        # counted from an untightened 'uses' variable); keep the bound, recompute the gap
+        # and whether the value reaches it when the plan is CP-SAT's own (it meets every
+        # earlier tier's fix, so the bound holds for it; an incumbent's need not)
         by_name = {t.name: t for t in tiers}
+        own = status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)  # CP-SAT's own plan
         tiers = tuple(
-            by_name[n].model_copy(update={"value": v})
+            (by_name[n].revalued(v) if own else by_name[n].model_copy(update={"value": v}))
             if n in by_name
             else TierReport(name=n, value=v)
             for n, v in sc.entries

@@ -56,6 +56,12 @@ rest goes to neighbourhood steps."""
 STEP_MARGIN_S = 0.05
 """Wall seconds kept at the end of a tier for CP-SAT to end its last neighbourhood step (a
 step runs on a little past its limit)."""
+MIN_STEP_SHARE = 0.3
+"""A neighbourhood step is not started with less than this share of the pace's step length
+left in its tier (wall-clock mode)."""
+WHOLE_OVERRUN_S = 0.05
+"""Wall seconds a tier's slice allows for its solve of the whole model to run past its
+limit, so that the one step the slice was made for still gets its full length."""
 MIN_SLICE_S = 0.1
 """The least time a tier is given while time is left; below it, tiers are kept as they are."""
 
@@ -130,18 +136,6 @@ def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_sh
         p.relative_gap_limit = cfg.relative_gap
 
 
-def _reported(report: TierReport, value: int) -> TierReport:
-    """``report`` with the chosen solution's ``value``: the gap recomputed against the
-    bound, and a value that does not reach the bound no longer called optimal."""
-    if report.bound is None:
-        return report.model_copy(update={"value": value})
-    gap = abs(report.bound - value) / max(1, abs(value), abs(report.bound))
-    status = report.status
-    if status == "optimal" and value < report.bound:
-        status = "feasible"
-    return report.model_copy(update={"value": value, "gap": round(gap, 6), "status": status})
-
-
 def _step_limits(
     cfg: SolverConfig, stop: SearchStop | None, until: float, det_left: float
 ) -> Callable[[float, float], StepLimits | None]:
@@ -160,8 +154,8 @@ def _step_limits(
         # CP-SAT ends a step a little after its limit (loading, stopping the workers):
         # keep that margin inside the tier's time
         left = until - time.monotonic() - STEP_MARGIN_S
-        if left < 0.02:
-            return None
+        if left < max(0.02, MIN_STEP_SHARE * step):
+            return None  # a step this short would end before its presolve does
         return StepLimits(min(step, left), None, max(1, cfg.num_workers), cfg.seed)
 
     return limits
@@ -338,14 +332,20 @@ def solve_model(
         slice_s = max(min(left, MIN_SLICE_S), left * share)
         det_slice = (det_budget - det_used) * share
         lns = hood is not None and pace is not None and best is not None
-        whole_len = (det_slice if cfg.deterministic else slice_s) * LNS_WHOLE_SHARE
-        retry = whole_failed is None or whole_len >= 2 * whole_failed
-        whole = (LNS_WHOLE_SHARE if retry else 0.0) if lns else 1.0
+        whole = 1.0
         if lns and pace is not None:
             # a slice too short for one step is wasted (the step ends with nothing): give
-            # the tier one step if the time left allows; the tiers after it get less
-            slice_s = max(slice_s, min(left, pace.step / (1 - whole)))
-            det_slice = max(det_slice, min(det_budget - det_used, pace.step / (1 - whole)))
+            # the tier one full step if the time left allows (with the step's margin and
+            # room for the whole model's solve to overrun a little); the tiers after it
+            # get less
+            guess = LNS_WHOLE_SHARE if whole_failed is None else 0.0
+            need = pace.step / (1 - guess)
+            slice_s = max(slice_s, min(left, need + STEP_MARGIN_S + WHOLE_OVERRUN_S))
+            det_slice = max(det_slice, min(det_budget - det_used, need))
+            whole_len = (det_slice if cfg.deterministic else slice_s) * LNS_WHOLE_SHARE
+            retry = whole_failed is None or whole_len >= 2 * whole_failed
+            whole = LNS_WHOLE_SHARE if retry else 0.0
+        whole_len = (det_slice if cfg.deterministic else slice_s) * whole
         tier_started = time.monotonic()
         solver = cp_model.CpSolver()
         model.maximize(expr)
@@ -466,7 +466,7 @@ def solve_model(
     for k, r in enumerate(reports):
         t = exprs.get(r.name)
         if t is not None and t.expr is not None:
-            reports[k] = _reported(r, int(chosen.value(t.expr)) + t.const)
+            reports[k] = r.revalued(int(chosen.value(t.expr)) + t.const)
     pods, evictions = solution_plan(ctx, ix, solution, previous)
     parts["plan"] = time.monotonic() - plan_started
     return ModelOutcome(
