@@ -79,6 +79,12 @@ to 5,120 nodes: 1.7 to 2.1): CP-SAT is started only when this much and :data:`MI
 fit what is left."""
 
 
+def _room(budget: Budget, keep: float, check_cost: float) -> float:
+    """What is left of ``budget`` after keeping ``keep`` for the reasons and
+    :data:`CHECK_RESERVE` checks of ``check_cost`` each (the budget's clock)."""
+    return budget.left() - keep - CHECK_RESERVE * check_cost
+
+
 def _budget_of(cfg: SolverConfig) -> Budget:
     if cfg.deterministic:
         return Budget(cfg.deterministic_time or cfg.time_limit_s, deterministic=True)
@@ -323,7 +329,7 @@ def _incumbent(
         if first_cost is not None:
             ratio = EXPECTED_COST.get(name, 1.0) / EXPECTED_COST.get(order[0], 1.0)
             predicted = first_cost * ratio
-            room = budget.left() - keep - CHECK_RESERVE * best.check_cost
+            room = _room(budget, keep, best.check_cost)
             if predicted > room:
                 notes.append(
                     f"baseline {name} skipped: its predicted cost ({predicted:.3g} s) does not "
@@ -349,7 +355,7 @@ def _incumbent(
             first_cost = best.first_cost = budget.spent(part)
             best.check_cost = budget.spent("check") - spent_check
             need = MODEL_COST * first_cost + SEARCH_SHARE * budget.limit
-            room = budget.left() - keep - CHECK_RESERVE * best.check_cost
+            room = _room(budget, keep, best.check_cost)
             # protect CP-SAT's time only when it can run at all (otherwise the baselines
             # make the best incumbent they can), and not where pods ask GPU shares (fgd
             # first): there the build is about ten times MODEL_COST (openb), the estimate
@@ -399,7 +405,7 @@ def _solve(
     notes: list[str] = []
     inc = _incumbent(ctx, previous, cfg, budget, notes)
     keep = cfg.reason_share * budget.limit
-    room = budget.left() - keep - CHECK_RESERVE * inc.check_cost
+    room = _room(budget, keep, inc.check_cost)
     build = MODEL_COST * inc.first_cost
     found: list[PodPlacement] | None = None
     found_evictions: list[Eviction] = []

@@ -342,10 +342,9 @@ def solve_model(
             need = pace.step / (1 - guess)
             slice_s = max(slice_s, min(left, need + STEP_MARGIN_S + WHOLE_OVERRUN_S))
             det_slice = max(det_slice, min(det_budget - det_used, need))
-            whole_len = (det_slice if cfg.deterministic else slice_s) * LNS_WHOLE_SHARE
-            retry = whole_failed is None or whole_len >= 2 * whole_failed
+            span = det_slice if cfg.deterministic else slice_s
+            retry = whole_failed is None or span * LNS_WHOLE_SHARE >= 2 * whole_failed
             whole = LNS_WHOLE_SHARE if retry else 0.0
-        whole_len = (det_slice if cfg.deterministic else slice_s) * whole
         tier_started = time.monotonic()
         solver = cp_model.CpSolver()
         model.maximize(expr)
@@ -360,7 +359,7 @@ def solve_model(
         if solved:
             pool.append(solver)
         elif lns and whole > 0 and st == cp_model.UNKNOWN:
-            whole_failed = whole_len
+            whole_failed = (det_slice if cfg.deterministic else slice_s) * whole
         improved: list[cp_model.CpSolver] = []
         proven = False
         if lns and st != cp_model.OPTIMAL and best is not None and hood and pace:
@@ -399,29 +398,16 @@ def solve_model(
             value = max(x for x in (current, lns_value) if x is not None)
             # no bound from the whole model: the term's own ceiling, or the steps' proof
             ceiling = value if proven else term.upper
-            optimal = ceiling is not None and value >= ceiling
-            all_optimal &= optimal
-            if optimal:
-                status = "optimal"
-            elif lns_value is not None:
-                status = "feasible (neighbourhood search)"
-            else:
-                status = "not improved (time)"
-            gap = (
-                None
-                if ceiling is None
-                else abs(ceiling - value)
-                / max(1, abs(value + term.const), abs(ceiling + term.const))
-            )
-            reports.append(
-                TierReport(
-                    name=term.name,
-                    value=value + term.const,
-                    bound=None if ceiling is None else ceiling + term.const,
-                    gap=None if gap is None else round(gap, 6),
-                    status=status,
-                )
-            )
+            report = TierReport(
+                name=term.name,
+                value=value + term.const,
+                bound=None if ceiling is None else ceiling + term.const,
+                status="feasible (neighbourhood search)"
+                if lns_value is not None
+                else "not improved (time)",
+            ).revalued(value + term.const)  # the gap, and optimal when it reaches the ceiling
+            all_optimal &= report.status == "optimal"
+            reports.append(report)
             fix(expr, value)
             continue
         found = round(solver.objective_value)
@@ -433,18 +419,11 @@ def solve_model(
             bound = min(bound, value)
         # proven only when the value reaches the whole model's bound: CP-SAT also says
         # OPTIMAL when it stops at ``relative_gap``
-        optimal = value >= bound
-        all_optimal &= optimal
-        gap = abs(bound - value) / max(1, abs(value + term.const), abs(bound + term.const))
-        reports.append(
-            TierReport(
-                name=term.name,
-                value=value + term.const,
-                bound=bound + term.const,
-                gap=round(gap, 6),
-                status="optimal" if optimal else "feasible",
-            )
-        )
+        report = TierReport(
+            name=term.name, value=value + term.const, bound=bound + term.const, status="feasible"
+        ).revalued(value + term.const)
+        all_optimal &= report.status == "optimal"
+        reports.append(report)
         fix(expr, value)
     parts["search"] = time.monotonic() - search_started
     interrupted = stop is not None and stop.requested
