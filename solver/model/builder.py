@@ -364,6 +364,7 @@ def solve_model(
         proven = False
         if lns and st != cp_model.OPTIMAL and best is not None and hood and pace:
             start = solver if solved and solver.value(expr) > best.value(expr) else best
+            pace.kind = term.name.rsplit(".", 1)[-1]
             improved, lns_det, proven = improve(
                 model,
                 expr,
