@@ -349,11 +349,12 @@ def _queue_section(st: PlanStats, width: int, show_all: bool) -> list[_Line]:
     return out
 
 
-_NOT_OPTIMISED = ("not optimised", "constant", "derived (not in the model)")
-
-
 def status_line(
-    summary: PlanSummary, time_limit_s: float | None = None, *, placed: int | None = None
+    summary: PlanSummary,
+    time_limit_s: float | None = None,
+    *,
+    placed: int | None = None,
+    deterministic: bool = False,
 ) -> str:
     """How the plan was found, in words that cannot contradict each other.
 
@@ -363,18 +364,23 @@ def status_line(
     entries not proven optimal within the time limit and names them; ``incumbent`` and
     ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: the
     cycle's budget (``SolverConfig.time_limit_s``: the whole cycle, not CP-SAT alone), when
-    known; the gap is the largest of the GPU throughput entries' gaps to their bounds (CP-SAT's,
-    or an entry's own ceiling), and
-    the entries without a bound (neighbourhood search alone, or no time) are named instead.
+    known (``deterministic``: counted in CP-SAT's deterministic seconds, so the wall time
+    may differ, and the line says so); the gap is the largest of the GPU throughput
+    entries' gaps to their bounds (CP-SAT's, or an entry's own ceiling), named with its
+    entry, and the entries without a bound (neighbourhood search alone, or no time) are
+    named instead.
     """
     s = summary
     took = f"{s.wall_time_s:.2f} s"
+    unit = " deterministic-second" if deterministic else " s"
     within = (
-        f" within the cycle's {time_limit_s:g} s limit"
+        f" within the cycle's {time_limit_s:g}{unit} limit"
         if time_limit_s is not None
         else " within the cycle's time limit"
     )
-    optimised = [t for t in s.tiers if t.status not in _NOT_OPTIMISED]
+    if deterministic:
+        took = f"{took} wall (the limit counts CP-SAT's deterministic seconds)"
+    optimised = [t for t in s.tiers if t.optimised]
     if s.status == "baseline":
         return f"placer {s.placer}: a baseline (no optimisation, no bounds); {took}"
     if s.status == "optimal" and not optimised:
@@ -386,16 +392,18 @@ def status_line(
             f"optimised proven optimal; {took}"
         )
     if s.status == "feasible":
-        open_tiers = [t.name for t in optimised if t.status != "optimal"]
+        open_tiers = [t.name for t in optimised if t.open]
         thr_tiers = [t for t in optimised if t.name.endswith(".gpu_milli")]
-        thr = [t.gap for t in thr_tiers if t.gap is not None]
+        bounded = [t for t in thr_tiers if t.gap is not None]
+        worst = max(bounded, key=lambda t: t.gap or 0.0, default=None)
+        largest = f"largest gap to the bound {worst.gap or 0.0:.2%} ({worst.name})" if worst else ""
         unbounded = [t.name for t in thr_tiers if t.gap is None and t.status != "optimal"]
         if unbounded:
             # a tier improved (or kept) without a bound of the whole model: no gap to claim
-            known = f", gap to the bound {max(thr):.2%} on the others" if thr else ""
+            known = f", {largest} on the others" if worst else ""
             gap = f"; GPUs admitted: no bound for {', '.join(unbounded)}{known}"
         else:
-            gap = f"; GPUs admitted: gap to the bound {max(thr):.2%}" if thr else ""
+            gap = f"; GPUs admitted: {largest}" if worst else ""
         return (
             f"placer {s.placer}: status feasible — {len(open_tiers)} of {len(optimised)} "
             f"score entries not proven optimal{within} ({', '.join(open_tiers)}){gap}; {took}"
@@ -421,6 +429,7 @@ def plan_lines(
     *,
     show_all: bool = False,
     time_limit_s: float | None = None,
+    deterministic: bool = False,
 ) -> list[tuple[str, str]]:
     """What :func:`render_plan` prints, as ``(text, style)`` lines (see the module
     docstring); ``style`` is a rich style name or ``""``."""
@@ -449,7 +458,7 @@ def plan_lines(
     out += [_Line(t) for t in _wrap(summary, width)]
     s = plan.summary
     if s is not None:
-        status = status_line(s, time_limit_s, placed=len(plan.pods))
+        status = status_line(s, time_limit_s, placed=len(plan.pods), deterministic=deterministic)
         out += [_Line(t) for t in _wrap(status, width, 0, 2)]
         if s.parts:
             parts = ", ".join(f"{k} {v:.2f} s" for k, v in s.parts.items())

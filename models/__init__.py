@@ -49,6 +49,7 @@ from gangplan.models.moves import (
     WaveLimits,
 )
 from gangplan.models.plan import (
+    NOT_OPTIMISED,
     Eviction,
     GangOutcome,
     PendingKind,
@@ -101,6 +102,7 @@ __all__ = [
     "MAX_NODES",
     "MAX_PODS",
     "MAX_PODS_PER_GANG",
+    "NOT_OPTIMISED",
     "DeviceLayout",
     "DisruptionBudget",
     "Eviction",

@@ -17,6 +17,7 @@ from gangplan.models.base import Frozen, gang_key
 from gangplan.models.reservation import Reservation
 
 __all__ = [
+    "NOT_OPTIMISED",
     "Eviction",
     "GangOutcome",
     "PendingKind",
@@ -158,6 +159,11 @@ class Eviction(Frozen):
     reason: str = ""
 
 
+NOT_OPTIMISED = ("not optimised", "constant", "derived (not in the model)")
+"""Tier statuses of entries no placer optimised: a baseline's, an entry the model holds as a
+constant, one derived after the solve."""
+
+
 class TierReport(Frozen):
     """One score entry as a placer optimised it: value, and (for CP-SAT) bound and gap.
 
@@ -170,6 +176,17 @@ class TierReport(Frozen):
     bound: int | None = None
     gap: float | None = None
     status: str = "not optimised"
+
+    @property
+    def optimised(self) -> bool:
+        """Whether a placer optimised this entry (any status but :data:`NOT_OPTIMISED`:
+        ``not optimised (time)`` counts, as an entry the model holds that got no time)."""
+        return self.status not in NOT_OPTIMISED
+
+    @property
+    def open(self) -> bool:
+        """Optimised but not proven optimal."""
+        return self.optimised and self.status != "optimal"
 
     def revalued(self, value: int) -> TierReport:
         """This entry with another ``value`` (e.g. the returned plan's own score entry): the

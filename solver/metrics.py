@@ -57,7 +57,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gangplan.models import GPU_MILLI, Gang, Plan, Role, Snapshot
+from gangplan.models import GPU_MILLI, NOT_OPTIMISED, Gang, Plan, Role, Snapshot
 from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.solver.score import score
 from gangplan.solver.state import ClusterState
@@ -157,8 +157,10 @@ class SolveStats:
 
     @property
     def open_tiers(self) -> int:
-        """Entries optimised but not proven optimal (status ``feasible``)."""
-        return sum(1 for t in self.tiers if t.status == "feasible")
+        """Entries optimised but not proven optimal (``TierReport.open``: ``feasible``,
+        ``not improved (time)``, ``not optimised (time)``, ...), as the CLI's status line
+        counts them."""
+        return sum(1 for t in self.tiers if t.status not in NOT_OPTIMISED and t.status != "optimal")
 
 
 @dataclass(frozen=True)

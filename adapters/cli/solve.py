@@ -81,7 +81,8 @@ def schema(output: Path | None) -> None:
     show_default=True,
     help=(
         "budget of the whole cycle in seconds: indexing, baselines, model, search, checks "
-        "and pending reasons (Ctrl-C during the search stops it and keeps the best verified "
+        "and pending reasons, not reading the instance or writing the plan (Ctrl-C during "
+        "the search stops it and keeps the best verified "
         "plan so far; a second Ctrl-C aborts)"
     ),
 )
@@ -206,6 +207,7 @@ def solve(
             console.width,
             show_all=show_all,
             time_limit_s=time_limit if placer == "cpsat" else None,
+            deterministic=deterministic,
         )
     elif fmt == "bindings":
         # one YAML document per API body, in call order (kubectl and yaml tools read it)

@@ -356,18 +356,24 @@ def test_status_when_nothing_can_be_placed_does_not_call_cpsat_a_baseline() -> N
 
 def test_feasible_says_what_is_not_proven_in_what_time() -> None:
     tiers = (
+        TierReport(name="p1.gpu_milli", value=6000, bound=8000, gap=0.25, status="feasible"),
         TierReport(name="p0.gpu_milli", value=8000, bound=8000, gap=0.0, status="optimal"),
         TierReport(name="locality.leaf", value=-3, bound=-1, gap=0.6667, status="feasible"),
         TierReport(name="fragmentation.fgd", value=-5, status="not optimised (time)"),
         TierReport(name="stability", value=0, status="constant"),
     )
     line = status_line(_summary("feasible", tiers=tiers), 10)
-    # 3 entries optimised (the constant one is not), 2 of them not proven optimal
+    # 4 entries optimised (the constant one is not), 3 of them not proven optimal; the
+    # largest throughput gap (p1's 25%, not p0's 0) is named with its entry
     assert line == (
-        "placer cpsat: status feasible — 2 of 3 score entries not proven optimal within the "
-        "cycle's 10 s limit (locality.leaf, fragmentation.fgd); GPUs admitted: gap to the "
-        "bound 0.00%; 1.50 s"
+        "placer cpsat: status feasible — 3 of 4 score entries not proven optimal within the "
+        "cycle's 10 s limit (p1.gpu_milli, locality.leaf, fragmentation.fgd); GPUs admitted: "
+        "largest gap to the bound 25.00% (p1.gpu_milli); 1.50 s"
     )
+    # in deterministic mode the limit is in deterministic seconds, and the line says so
+    line = status_line(_summary("feasible", tiers=tiers), 10, deterministic=True)
+    assert "within the cycle's 10 deterministic-second limit" in line
+    assert line.endswith("1.50 s wall (the limit counts CP-SAT's deterministic seconds)")
 
 
 def test_baseline_incumbent_and_fallback_say_whose_plan_is_returned() -> None:
