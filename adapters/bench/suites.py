@@ -837,17 +837,22 @@ def evaluate_targets(result: BenchResult) -> list[Target]:
         )
     )
 
-    # 5. Alibaba replay, CP-SAT on 100-pod cycles: >= 96.5% of GPUs at 130% arrived
-    cp = [r for r in result.replay if r.placer == "cpsat"]
+    # 5. Alibaba replay, CP-SAT on 100-pod cycles: >= 96.5% of GPUs at 130% arrived, in the
+    # paper's protocol (whose FGD allocates 95.39%); never pooled with gangplan's protocol
+    cp = [r for r in result.replay if r.placer == "cpsat" and r.protocol == "paper"]
+    fgd = [r.final for r in result.replay if r.placer == "fgd" and r.protocol == "paper"]
     mean = sum(r.final for r in cp) / len(cp) if cp else None
+    fgd_mean = sum(fgd) / len(fgd) if fgd else None
+    seeds = f"{len(cp)} seed{'s' if len(cp) != 1 else ''}"
     out.append(
         Target(
-            "Alibaba replay at 130% arrived, CP-SAT on 100-pod cycles: at least 96.5% of GPUs "
-            "allocated (FGD, one pod at a time: 95.39%).",
+            "Alibaba replay at 130% arrived, the paper's protocol, CP-SAT on 100-pod cycles: "
+            "at least 96.5% of GPUs allocated (the paper's FGD, one pod at a time: 95.39%).",
             None if mean is None else mean >= 0.965,
-            f"CP-SAT mean over {len(cp)} seeds: {_pct(mean, 2)}"
+            f"CP-SAT mean over {seeds}: {_pct(mean, 2)}"
+            + (f"; fgd one pod at a time in this run {_pct(fgd_mean, 2)}" if fgd_mean else "")
             if cp
-            else "the replay did not run in this suite",
+            else "the replay's CP-SAT runs did not run in this suite (paper's protocol)",
         )
     )
     out += budget_targets(result)
@@ -995,7 +1000,8 @@ def budget_targets(result: BenchResult) -> list[Target]:
                 if mean is None
                 else mean >= 0.96 and per_cycle is not None and per_cycle <= 2.0,
                 (
-                    f"CP-SAT mean over {len(cp)} seeds {_pct(mean, 2)}"
+                    f"CP-SAT mean over {len(cp)} seed{'s' if len(cp) != 1 else ''} "
+                    f"{_pct(mean, 2)}"
                     + (f", {per_cycle:.2f} s a cycle" if per_cycle is not None else "")
                     + (f"; fgd one pod at a time {_pct(fgd_mean, 2)}" if fgd_mean else "")
                 )
