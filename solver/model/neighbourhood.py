@@ -17,8 +17,10 @@ decision variable that counts pods there (``x`` of its blocks, ``z``, ``joint``,
 ``admit`` is always free. The auxiliary variables that describe one node or one domain
 (``zsum``, ``joint_any``, ``gpu_used``, ``leaf_used``, ``uses``, ``kept``, the ``frag_*`` of
 FGD's measure, ...) are fixed with the parts they describe: fixing any variable at the best
-solution's value keeps that solution feasible, and these can only change with the pods of
-their own node or domain. So a step's model has only the neighbourhood's variables free and
+solution's value keeps that solution feasible, and these change only with the pods of their
+own node or domain, or with the eviction of a victim running there (a node's variables go
+with every part of its victims); ``uses``, bounded from below only, is fixed only at 0
+(:data:`AT_ZERO_ONLY`). So a step's model has only the neighbourhood's variables free and
 CP-SAT's presolve removes the rest at once (on a 5,120-node cycle a step took 0.15 s instead
 of 0.38 s to prove the same neighbourhood, and 0.09 s instead of 0.29 s another: most of a
 step's time was the presolve of auxiliary variables left free for nothing). The pods of
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,7 +88,8 @@ class Neighbourhoods:
     variable's proto index; ``runs``: the parts in topology order (neighbouring leaves
     adjacent), for runs of neighbours; ``aux_by_part``: part -> proto indices of the
     auxiliary variables of its nodes and domains (module docstring), fixed with it (a
-    variable of a domain over several parts is listed under each).
+    variable of a domain over several parts, or of a node where a victim over several
+    parts runs, is listed under each).
     """
 
     by_part: dict[Part, list[int]]
@@ -94,6 +97,8 @@ class Neighbourhoods:
     decisions: list[int]
     runs: list[Part]
     aux_by_part: dict[Part, list[int]] = field(default_factory=dict)
+    at_zero_only: frozenset[int] = frozenset()
+    """auxiliary variables fixed only where the best solution has them at 0"""
     _copy: FixedCopy | None = field(default=None, init=False, repr=False)
 
     def fixed_copy(self, model: cp_model.CpModel, solution: Sequence[int]) -> FixedCopy:
@@ -102,7 +107,7 @@ class Neighbourhoods:
         if self._copy is None:
             always = set(self.always)
             local = [i for i in self.local() if i not in always]
-            self._copy = FixedCopy(model, local, solution)
+            self._copy = FixedCopy(model, local, solution, self.at_zero_only)
         else:
             self._copy.sync(model, solution)
         return self._copy
@@ -147,7 +152,8 @@ class Neighbourhoods:
                 decisions.append(var.index)
         order = {p: k for k, p in enumerate(dict.fromkeys(part_of))}
         runs = sorted(by_part, key=lambda p: order[p])
-        return cls(dict(by_part), always, decisions, runs, _aux_by_part(ix, v, part_of))
+        loose = frozenset(var.index for kind in AT_ZERO_ONLY for var in kinds[kind].values())
+        return cls(dict(by_part), always, decisions, runs, _aux_by_part(ix, v, part_of), loose)
 
     def draw(self, rng: random.Random, size: int) -> set[int]:
         """Decision variables (proto indices) of parts drawn until at least ``size`` are
@@ -197,27 +203,48 @@ NODE_AT: tuple[tuple[str, int], ...] = (
 (``-1``: the key is the node). The table of :mod:`gangplan.solver.model.variables`."""
 DOMAIN_KINDS = ("uses", "leaf_used", "leaf_full")
 """Auxiliary kinds that describe one domain (the key's last element, or the key itself)."""
+AT_ZERO_ONLY = ("uses",)
+"""Kinds fixed only where the best solution has them at 0, and left free at 1: the model
+bounds ``uses`` from below only (``x <= count * uses``), so a solution may hold a 1 for a
+domain without a pod of its owner, which a fixed part must still be able to drop (the
+locality tiers count it). At 0 nothing of the owner is in the domain, and a step that does
+not free the domain cannot put anything there."""
 
 
 def _aux_by_part(ix: Index, v: Variables, part_of: list[Part]) -> dict[Part, list[int]]:
     """The auxiliary variables of each part's nodes and domains (:class:`Neighbourhoods`).
-    A domain's parts are those of the nodes of the blocks it holds, at every level; an
-    auxiliary variable whose domain is not found is left out (free in every step)."""
+
+    A node's variables are listed under its own part and under every part of each victim
+    running on it: freeing any of a victim's parts frees its ``stay``, and evicting it
+    changes the node flags and FGD's measure of all its nodes (a victim over several leaves
+    could not be evicted otherwise). A domain's parts are those of its nodes (through the
+    blocks it holds, at every level, and the leaves). A variable whose domain is not found
+    is left out (free in every step)."""
+    node_parts: list[set[Part]] = [{p} for p in part_of]
+    victims = ix.victims
+    if victims is not None:
+        for vic in victims.victims:
+            nodes = {victims.units[u].node for u in vic.units}
+            parts = {part_of[n] for n in nodes}
+            for n in nodes:
+                node_parts[n] |= parts
     parts_of_domain: dict[object, set[Part]] = defaultdict(set)
     for keys in ix.domain_of_block.values():
         for b, dom in enumerate(keys):
-            parts_of_domain[dom].update(part_of[n] for n in ix.blocks[b].nodes)
+            for n in ix.blocks[b].nodes:
+                parts_of_domain[dom] |= node_parts[n]
     topo = ix.ctx.topo
     if topo.leaf_level:
         for n, name in enumerate(ix.node_names):
             leaf = topo.domain_of(name, topo.leaf_level)
             if leaf is not None:
-                parts_of_domain[leaf].add(part_of[n])
+                parts_of_domain[leaf] |= node_parts[n]
     out: dict[Part, list[int]] = defaultdict(list)
     kinds = v.by_kind()
     for kind, at in NODE_AT:
         for key, var in kinds[kind].items():
-            out[part_of[key if at < 0 else key[at]]].append(var.index)
+            for p in node_parts[key if at < 0 else key[at]]:
+                out[p].append(var.index)
     for kind in DOMAIN_KINDS:
         for key, var in kinds[kind].items():
             dom = key[-1] if kind == "uses" else key
@@ -351,7 +378,7 @@ def improve(
             best, value = solver, solver.value(expr)
             found.append(solver)
             idle = 0
-            copy.update(freed, best.response_proto.solution)
+            copy.update(best.response_proto.solution)
         elif st == cp_model.OPTIMAL:
             idle += 1
         if st == cp_model.OPTIMAL:
@@ -365,19 +392,27 @@ def improve(
 
 class FixedCopy:
     """A copy of the model with every part's variables fixed at the best solution's values
-    (:meth:`Neighbourhoods.local`; ``always`` left free), from which each step frees its
-    parts. Fixing some 75,000 variables costs about 0.1 s in Python, more than a step's
-    presolve saves, so the copy is made once per model and kept in step with it: the
-    constraints the tier loop adds (each tier's fix) and the objective are copied over, and
-    only the variables whose best value changed are fixed again."""
+    (:meth:`Neighbourhoods.local`; ``always`` left free; ``at_zero_only`` fixed only at 0,
+    :data:`AT_ZERO_ONLY`), from which each step frees its parts. Fixing some 75,000
+    variables costs about 0.1 s in Python, more than a step's presolve saves, so the copy
+    is made once per model and kept in step with it: the constraints the tier loop adds
+    (each tier's fix) and the objective are copied over, and only the variables whose best
+    value changed are fixed again."""
 
-    def __init__(self, model: cp_model.CpModel, local: list[int], solution: Sequence[int]):
+    def __init__(
+        self,
+        model: cp_model.CpModel,
+        local: list[int],
+        solution: Sequence[int],
+        at_zero_only: frozenset[int] = frozenset(),
+    ):
+        self.original = model.proto.variables
+        """the model's own domains (the tier loop never changes them)"""
         self.model = model.clone()
         self.model.clear_hints()  # type: ignore[no-untyped-call]
+        self.at_zero_only = at_zero_only
         self.local = np.asarray(local, dtype=np.int64)
         self.values = np.asarray(solution, dtype=np.int64)[self.local]
-        self._at = {i: k for k, i in enumerate(local)}
-        """proto index -> its position in ``local``"""
         self._fix(self.local, self.values)
 
     def sync(self, model: cp_model.CpModel, solution: Sequence[int]) -> None:
@@ -386,22 +421,23 @@ class FixedCopy:
         for k in range(len(mine), len(theirs)):
             mine.add().copy_from(theirs[k])
         self.model.proto.objective.copy_from(model.proto.objective)
+        self.update(solution)
+
+    def update(self, solution: Sequence[int]) -> None:
+        """A better ``solution`` (a step's, or the next tier's best): fix again what moved
+        (the freed parts, and the variables left free at 1)."""
         now = np.asarray(solution, dtype=np.int64)[self.local]
         moved = np.flatnonzero(now != self.values)
         self._fix(self.local[moved], now[moved])
         self.values = now
 
-    def update(self, freed: Iterable[int], solution: Sequence[int]) -> None:
-        """A step's better ``solution``: only the variables it ``freed`` can have moved."""
-        at = np.asarray([self._at[i] for i in freed if i in self._at], dtype=np.int64)
-        idx = self.local[at]
-        vals = np.asarray([solution[i] for i in idx.tolist()], dtype=np.int64)
-        self._fix(idx, vals)
-        self.values[at] = vals
-
     def _fix(self, indices: np.ndarray, values: np.ndarray) -> None:
         variables = self.model.proto.variables
+        loose = self.at_zero_only
         for idx, val in zip(indices.tolist(), values.tolist(), strict=True):
             dom = variables[idx].domain
             dom.clear()
-            dom.extend([val, val])
+            if val != 0 and idx in loose:
+                dom.extend(self.original[idx].domain)
+            else:
+                dom.extend([val, val])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 
 import pytest
 from ortools.sat.python import cp_model
@@ -14,6 +15,7 @@ import gangplan.solver.model.builder as builder
 import gangplan.solver.model.neighbourhood as nb
 from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.models import Snapshot
+from gangplan.models.snapshot import QueuePreemption
 from gangplan.solver.cycle import solve_cycle
 from gangplan.solver.model.neighbourhood import Neighbourhoods, Pace, StepLimits, improve
 from gangplan.solver.result import CycleResult, SolverConfig
@@ -167,8 +169,28 @@ def _instance() -> Snapshot:
     return generate_fat_tree(spines=2, leaves_per_spine=4, nodes_per_leaf=8, load=0.5, seed=3)
 
 
+def _preempting() -> Snapshot:
+    """A fuller fat-tree where every running pod may be evicted (preemption on, each queue
+    lower_priority within and reclaim any): victims whose pods run over several leaves."""
+    snap = generate_fat_tree(spines=2, leaves_per_spine=4, nodes_per_leaf=8, load=0.8, seed=7)
+    rules = QueuePreemption(within_queue="lower_priority", reclaim="any")
+    data = snap.model_copy(
+        update={
+            "queues": tuple(q.model_copy(update={"preemption": rules}) for q in snap.queues),
+            "running": tuple(
+                r.model_copy(update={"preemptible": True, "admitted": None}) for r in snap.running
+            ),
+            "preemption": snap.preemption.model_copy(update={"enabled": True}),
+        }
+    )
+    return Snapshot.model_validate(data.model_dump())
+
+
 def _forced(
-    monkeypatch: pytest.MonkeyPatch, budget: float, gains: list[int] | None = None
+    monkeypatch: pytest.MonkeyPatch,
+    budget: float,
+    gains: list[int] | None = None,
+    snapshot: Snapshot | None = None,
 ) -> CycleResult:
     """The cycle with LNS on whatever the model's size, small neighbourhoods; ``gains``
     collects how many improving steps each tier's search found."""
@@ -185,7 +207,7 @@ def _forced(
     monkeypatch.setattr(nb, "MIN_SIZE", 20)
     monkeypatch.setattr(nb, "START_SIZE", 0.05)
     cfg = SolverConfig(time_limit_s=60, deterministic=True, deterministic_time=budget, seed=2)
-    return solve_cycle(_instance(), config=cfg)
+    return solve_cycle(snapshot or _instance(), config=cfg)
 
 
 def test_a_cycle_with_lns_verifies_and_never_falls_below_the_incumbent(
@@ -220,16 +242,24 @@ def _optimum(model: cp_model.CpModel) -> int | None:
     return round(solver.objective_value) if st == cp_model.OPTIMAL else None
 
 
+@pytest.mark.parametrize(
+    ("instance", "seed"),
+    [(_instance, 0), (_instance, 5), (_preempting, 2)],
+    ids=["a", "b", "evict"],
+)
 def test_fixing_the_auxiliary_variables_of_unfreed_parts_keeps_each_neighbourhoods_optimum(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, instance: Callable[[], Snapshot], seed: int
 ) -> None:
     """A step fixes the auxiliary variables of the parts it does not free (FGD's measure,
-    node and leaf flags, ``uses``) besides their decisions. On the small fat-tree's model,
-    in every tier that searched and for several drawn neighbourhoods, the step's optimum
+    node and leaf flags, ``uses`` at 0) besides their decisions. On a small fat-tree's
+    model (and one where running gangs over several leaves may be evicted), in every tier
+    that searched and for several drawn neighbourhoods, the step's optimum
     equals the optimum with only the decisions outside the neighbourhood fixed (every
     auxiliary variable free): fixing them cuts off no solution of the neighbourhood. Some
     of these neighbourhoods hold a better solution than the start (so the comparison can
-    fail), and the steps' models have fewer free variables."""
+    fail), and the steps' models have fewer free variables. The seeds are chosen so that the
+    comparison fails when ``uses`` is fixed at 1 (case a) and when a node's variables go only
+    with its own part, not with every part of the victims running on it (case evict)."""
     seen: list[tuple[cp_model.CpModel, cp_model.LinearExprT, cp_model.CpSolver, Neighbourhoods]]
     seen = []
 
@@ -238,19 +268,19 @@ def test_fixing_the_auxiliary_variables_of_unfreed_parts_keeps_each_neighbourhoo
         return improve(model, expr, start, hood, pace, **kwargs)
 
     monkeypatch.setattr(builder, "improve", capture)
-    _forced(monkeypatch, 2.0)
+    _forced(monkeypatch, 2.0, snapshot=instance())
     assert sum(len(v) for v in seen[0][3].aux_by_part.values()) > 0
 
     def n_free(m: cp_model.CpModel) -> int:
         return sum(1 for v in m.proto.variables if v.domain[0] != v.domain[len(v.domain) - 1])
 
-    rng = random.Random(5)
+    rng = random.Random(seed)
     better = compared = 0
     for model, expr, start, hood in seen:
         model.maximize(expr)
         sol = start.response_proto.solution
         local = [i for i in hood.local() if i not in hood.always]
-        copy = nb.FixedCopy(model, local, sol)
+        copy = nb.FixedCopy(model, local, sol, hood.at_zero_only)
         for size in (len(hood.decisions) // 8, len(hood.decisions) // 4):
             free, parts = hood.draw_parts(rng, size)
             plain = model.clone()
@@ -292,5 +322,5 @@ def test_the_fixed_copy_follows_the_models_new_constraints_and_the_best_solution
     assert solver.solve(copy.model) == cp_model.OPTIMAL and solver.objective_value == 4
     step = list(moved)
     step[b[0]] = 1
-    copy.update([b[0]], step)
+    copy.update(step)
     assert list(copy.model.proto.variables[b[0]].domain) == [1, 1]
