@@ -365,7 +365,8 @@ def status_line(
     ``fallback`` say which baseline's plan is returned and why. ``time_limit_s``: the
     cycle's budget (``SolverConfig.time_limit_s``: the whole cycle, not CP-SAT alone), when
     known (``deterministic``: counted in CP-SAT's deterministic seconds, so the wall time
-    may differ, and the line says so); the gap is the largest of the GPU throughput
+    may differ, and the line says so; after Ctrl-C, the line says the search was stopped
+    instead); the gap is the largest of the GPU throughput
     entries' gaps to their bounds (CP-SAT's, or an entry's own ceiling), named with its
     entry, and the entries without a bound (neighbourhood search alone, or no time) are
     named instead.
@@ -380,6 +381,8 @@ def status_line(
     )
     if deterministic:
         took = f"{took} wall (the limit counts CP-SAT's deterministic seconds)"
+    if any(t.status.endswith("(interrupted)") for t in s.tiers):
+        within = " when Ctrl-C stopped the search"
     optimised = [t for t in s.tiers if t.optimised]
     if s.status == "baseline":
         return f"placer {s.placer}: a baseline (no optimisation, no bounds); {took}"

@@ -361,11 +361,11 @@ def solve_model(
         elif lns and whole > 0 and st == cp_model.UNKNOWN:
             whole_failed = (det_slice if cfg.deterministic else slice_s) * whole
         improved: list[cp_model.CpSolver] = []
-        proven = False
+        proven = stalled = False
         if lns and st != cp_model.OPTIMAL and best is not None and hood and pace:
             start = solver if solved and solver.value(expr) > best.value(expr) else best
             pace.kind = term.name.rsplit(".", 1)[-1]
-            improved, lns_det, proven = improve(
+            improved, lns_det, proven, stalled = improve(
                 model,
                 expr,
                 start,
@@ -383,6 +383,11 @@ def solve_model(
                 notes.append(f"model invalid: {model.validate()}")
             elif st == cp_model.INFEASIBLE:
                 notes.append(f"tier {term.name}: infeasible (a bug: the empty plan is feasible)")
+            elif lns_value is None and stalled:
+                notes.append(
+                    f"tier {term.name}: neighbourhood steps in a row proved nothing better "
+                    "there; its time went to the next tiers"
+                )
             elif lns_value is None:
                 notes.append(f"tier {term.name}: no better solution within its time share")
             if current is None and lns_value is None:
@@ -405,6 +410,8 @@ def solve_model(
                 bound=None if ceiling is None else ceiling + term.const,
                 status="feasible (neighbourhood search)"
                 if lns_value is not None
+                else "not improved (neighbourhood search)"
+                if stalled
                 else "not improved (time)",
             ).revalued(value + term.const)  # the gap, and optimal when it reaches the ceiling
             all_optimal &= report.status == "optimal"

@@ -314,7 +314,7 @@ def improve(
     limits: Callable[[float, float], StepLimits | None],
     run: Callable[[cp_model.CpSolver, cp_model.CpModel], object],
     rng: random.Random,
-) -> tuple[list[cp_model.CpSolver], float, bool]:
+) -> tuple[list[cp_model.CpSolver], float, bool, bool]:
     """LNS on ``model`` maximising ``expr`` from ``start``'s solution (module docstring).
 
     ``limits(det, step)``, given the deterministic seconds the steps used so far and the
@@ -322,8 +322,9 @@ def improve(
     (time up, or a stop requested); ``run`` solves (e.g. stoppable by Ctrl-C); ``pace`` is
     updated. Stops after :data:`STALL` steps in a row that proved their neighbourhood holds
     nothing better. Returns the solvers whose solutions improved ``expr``, best last, the
-    deterministic time all steps used, and whether a step freed every decision variable and
-    proved its optimum (then the tier's value is optimal).
+    deterministic time all steps used, whether a step freed every decision variable and
+    proved its optimum (then the tier's value is optimal), and whether the search stopped
+    because :data:`STALL` steps in a row proved nothing better (not for want of time).
     """
     model.maximize(expr)
     best = start
@@ -342,7 +343,10 @@ def improve(
         if len(free) >= len(hood.decisions) and pace.size > MIN_SIZE:
             pace.size = max(MIN_SIZE, len(hood.decisions) // 2)  # the whole model: no point
             free, parts = hood.draw_parts(rng, pace.size)
-        freed = free.union(*(hood.aux_by_part.get(p, ()) for p in parts))
+        if len(free) >= len(hood.decisions):
+            freed = set(copy.local.tolist())  # the whole model, parts without decisions too
+        else:
+            freed = free.union(*(hood.aux_by_part.get(p, ()) for p in parts))
         trial = copy.model.clone()
         proto = trial.proto
         for idx in freed:
@@ -383,11 +387,11 @@ def improve(
             idle += 1
         if st == cp_model.OPTIMAL:
             if len(free) >= len(hood.decisions):
-                return found, det, True  # every decision was free: the tier is proven
+                return found, det, True, False  # every decision was free: proven
             pace.size = int(pace.size * GROW)
         else:
             pace.size = max(MIN_SIZE, int(pace.size * SHRINK))
-    return found, det, False
+    return found, det, False, idle >= STALL
 
 
 class FixedCopy:

@@ -374,6 +374,13 @@ def test_feasible_says_what_is_not_proven_in_what_time() -> None:
     line = status_line(_summary("feasible", tiers=tiers), 10, deterministic=True)
     assert "within the cycle's 10 deterministic-second limit" in line
     assert line.endswith("1.50 s wall (the limit counts CP-SAT's deterministic seconds)")
+    # after Ctrl-C the entries left are "interrupted": no claim about the limit
+    stopped = (
+        *tiers[:3],
+        TierReport(name="fragmentation.fgd", value=-5, status="not optimised (interrupted)"),
+    )
+    line = status_line(_summary("feasible", tiers=stopped), 30)
+    assert "not proven optimal when Ctrl-C stopped the search (" in line and "30 s" not in line
 
 
 def test_baseline_incumbent_and_fallback_say_whose_plan_is_returned() -> None:

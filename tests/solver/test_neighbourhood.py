@@ -82,7 +82,7 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
     monkeypatch.setattr(nb, "STALL", 10**6)
     model, expr, hood, a, b = _toy()
     start = _start(model)
-    found, det, proven = improve(
+    found, det, proven, _stalled = improve(
         model,
         expr,
         start,
@@ -109,7 +109,7 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
 def test_no_step_no_change() -> None:
     """Limits that allow no step: nothing found, no time used."""
     model, expr, hood, _a, _b = _toy()
-    found, det, proven = improve(
+    found, det, proven, stalled = improve(
         model,
         expr,
         _start(model),
@@ -119,7 +119,7 @@ def test_no_step_no_change() -> None:
         run=lambda s, m: s.solve(m),
         rng=random.Random(0),
     )
-    assert found == [] and det == 0.0 and not proven
+    assert found == [] and det == 0.0 and not proven and not stalled  # time, not a stall
 
 
 def test_the_steps_stop_after_stall_steps_that_prove_nothing_better(
@@ -138,10 +138,10 @@ def test_the_steps_stop_after_stall_steps_that_prove_nothing_better(
         runs.append(1)
         return s.solve(m)
 
-    found, _det, proven = improve(
+    found, _det, proven, stalled = improve(
         model, expr, best, hood, Pace(1), limits=_steps(50), run=run, rng=random.Random(0)
     )  # type: ignore[arg-type]
-    assert found == [] and not proven
+    assert found == [] and not proven and stalled  # it says it stopped for the stall
     assert len(runs) == nb.STALL < 50
 
 
@@ -152,7 +152,7 @@ def test_a_step_that_frees_every_decision_proves_the_tier(
     optimum (19, brute force), so the search ends at once with the tier proven."""
     model, expr, _hood, a, b = _toy()
     whole = Neighbourhoods({"all": [*a, *b]}, [], [*a, *b], ["all"])
-    found, _det, proven = improve(
+    found, _det, proven, _stalled = improve(
         model,
         expr,
         _start(model),
@@ -199,9 +199,9 @@ def _forced(
     if gains is not None:
 
         def counted(*args: object, **kwargs: object) -> object:
-            found, det, proven = improve(*args, **kwargs)  # type: ignore[arg-type]
+            found, det, proven, stalled = improve(*args, **kwargs)  # type: ignore[arg-type]
             gains.append(len(found))
-            return found, det, proven
+            return found, det, proven, stalled
 
         monkeypatch.setattr(builder, "improve", counted)
     monkeypatch.setattr(nb, "MIN_SIZE", 20)
