@@ -556,10 +556,15 @@ def score_lines(
         out.append(f"locality: extra domains of multi-pod gangs: {parts}")
     nodes = -values.get("fragmentation.gpu_nodes", 0)
     leaves = -values.get("fragmentation.leaves", 0)
-    out.append(
-        f"fragmentation: {_count(nodes, 'GPU node')} and {leaves} {_plural(lowest_level, leaves)} "
-        "partly used"
-    )
+    partly = f"{_count(nodes, 'GPU node')} and {leaves} {_plural(lowest_level, leaves)} partly used"
+    if "fragmentation.expected" in values:
+        expected = -values["fragmentation.expected"]
+        out += [
+            f"fragmentation: FGD's expected fragmentation {expected:,} (milli-GPU x weight),",
+            f"  then {partly}",
+        ]
+    else:
+        out.append(f"fragmentation: {partly}")
     moved = -values.get("stability", 0)
     out.append(f"stability: {_count(moved, 'pod')} moved from the previous plan")
     if classes:

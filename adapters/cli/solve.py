@@ -278,6 +278,11 @@ def withheld_warnings(withheld: list[Withheld], examples: int = 5) -> list[str]:
     return out
 
 
+VIOLATION_LINES = 50
+"""Violations ``verify`` prints as text; the count of the rest follows (a plan checked
+against the wrong instance has thousands)."""
+
+
 @main.command()
 @click.argument("paths", metavar="[INSTANCE] PLAN", nargs=-1, type=_INSTANCE)
 @click.option(
@@ -320,11 +325,16 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
         }
         click.echo(json.dumps(data, indent=2))
     else:
-        for v in violations:
-            click.echo(f"violation: {v}")
         hint = _foreign_plan_hint(snapshot, p, instance)
         if hint:
             click.echo(textwrap.fill(hint, 80, subsequent_indent="  "))
+        for v in violations[:VIOLATION_LINES]:
+            click.echo(f"violation: {v}")
+        if len(violations) > VIOLATION_LINES:
+            click.echo(
+                f"... and {len(violations) - VIOLATION_LINES:,} more violations "
+                "(--format json lists every one)"
+            )
         click.echo("score (higher is better; each line counts only where the ones above tie):")
         lowest = build_topology(snapshot).leaf_level or "leaf"
         evicted = evicted_by_class(snapshot, p)

@@ -441,6 +441,12 @@ def test_the_score_in_a_persons_units() -> None:
     assert score_lines(entries, lowest_level="rack")[2] == (
         "fragmentation: 1 GPU node and 2 racks partly used"
     )
+    # with FGD's entry (it ranks first among the fragmentation entries): its value first
+    with_fgd = (*entries[:7], ("fragmentation.expected", -884_000), *entries[7:])
+    assert score_lines(with_fgd)[2:4] == [
+        "fragmentation: FGD's expected fragmentation 884,000 (milli-GPU x weight),",
+        "  then 1 GPU node and 2 leaves partly used",
+    ]
 
 
 def test_the_score_shows_evictions_apart_from_admissions() -> None:

@@ -489,11 +489,13 @@ def test_verify_accepts_good_plan(tmp_path: Path) -> None:
     assert result.stdout.endswith(f"plan is valid for {CASE_04}\n")
     # in a person's units, worked out by hand: one queue, whose target is all it asks (4 of
     # the 4 GPUs), all admitted: no shortfall; 4 GPUs and 3 pods; gang a spans 2 nodes
-    # (1 extra), one leaf; every GPU node and the leaf fully used; no previous plan
-    assert result.stdout.splitlines()[1:5] == [
+    # (1 extra), one leaf; every GPU node and the leaf fully used, so no free milli-GPU for
+    # FGD's measure to count; no previous plan
+    assert result.stdout.splitlines()[1:6] == [
         "  priority 0: fair-share shortfall 0.0; admitted 4 GPUs, 3 pods",
         "  locality: extra domains of multi-pod gangs: preferred 0, leaf 0, node 1",
-        "  fragmentation: 0 GPU nodes and 0 leaves partly used",
+        "  fragmentation: FGD's expected fragmentation 0 (milli-GPU x weight),",
+        "    then 0 GPU nodes and 0 leaves partly used",
         "  stability: 0 pods moved from the previous plan",
     ]
 
@@ -692,3 +694,25 @@ def test_verify_says_when_the_plan_is_for_another_instance(tmp_path: Path) -> No
     ) in " ".join(result.stdout.split())
     # its own instance: no such note
     assert "note:" not in run("verify", str(CASE_11), str(plan)).stdout
+
+
+def test_verify_prints_at_most_fifty_violations_and_counts_the_rest(tmp_path: Path) -> None:
+    """80 pods of gangs the default instance does not have: the note comes first, then 50
+    violation lines and one line counting the rest, which ``--format json`` lists (the
+    total taken from there)."""
+    pods = "".join(
+        f"  - {{pod: x{i}-w-0, gang: x{i}, role: w, node: nope{i}}}\n" for i in range(80)
+    )
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "apiVersion: gangplan.io/v1alpha1\nkind: Plan\ngangs: []\npods:\n" + pods,
+        encoding="utf-8",
+    )
+    total = len(json.loads(run("verify", "--format", "json", str(plan)).stdout)["violations"])
+    assert total > 50
+    result = run("verify", str(plan))
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert sum(1 for ln in lines if ln.startswith("violation: ")) == 50
+    assert f"... and {total - 50:,} more violations (--format json lists every one)" in lines
+    assert result.stdout.index("note: ") < result.stdout.index("violation: ")
