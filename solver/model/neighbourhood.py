@@ -334,7 +334,6 @@ def improve(
     steps = 0
     idle = 0
     copy: FixedCopy | None = None
-    original = model.proto.variables
     while idle < STALL and (lim := limits(det, pace.step)) is not None:
         steps += 1
         if copy is None:
@@ -352,7 +351,7 @@ def improve(
         for idx in freed:
             dom = proto.variables[idx].domain
             dom.clear()
-            dom.extend(original[idx].domain)
+            dom.extend(copy.original[idx].domain)
         sol = best.response_proto.solution
         hint = proto.solution_hint
         hint.vars.extend(range(len(sol)))
