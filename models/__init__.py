@@ -59,6 +59,7 @@ from gangplan.models.plan import (
     PodPlacement,
     ReasonFamily,
     TierReport,
+    open_status,
 )
 from gangplan.models.preemption import PreemptionKind, PreemptionRules, RunningGang
 from gangplan.models.quantity import QuantityError, ResourceList, format_quantity, parse_quantity
@@ -163,5 +164,6 @@ __all__ = [
     "growth_gang",
     "instance_from_snapshot",
     "load_instance",
+    "open_status",
     "parse_quantity",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "PodPlacement",
     "ReasonFamily",
     "TierReport",
+    "open_status",
 ]
 
 PendingKind = Literal["never_fits", "blocked", "lost"]
@@ -164,6 +165,11 @@ NOT_OPTIMISED = ("not optimised", "constant", "derived (not in the model)")
 constant, one derived after the solve."""
 
 
+def open_status(status: str) -> bool:
+    """Whether a tier of this status was optimised but not proven optimal."""
+    return status not in NOT_OPTIMISED and status != "optimal"
+
+
 class TierReport(Frozen):
     """One score entry as a placer optimised it: value, and (for CP-SAT) bound and gap.
 
@@ -185,8 +191,8 @@ class TierReport(Frozen):
 
     @property
     def open(self) -> bool:
-        """Optimised but not proven optimal."""
-        return self.optimised and self.status != "optimal"
+        """Optimised but not proven optimal (:func:`open_status`)."""
+        return open_status(self.status)
 
     def revalued(self, value: int) -> TierReport:
         """This entry with another ``value`` (e.g. the returned plan's own score entry): the

@@ -57,7 +57,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gangplan.models import GPU_MILLI, NOT_OPTIMISED, Gang, Plan, Role, Snapshot
+from gangplan.models import GPU_MILLI, Gang, Plan, Role, Snapshot, open_status
 from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.solver.score import score
 from gangplan.solver.state import ClusterState
@@ -160,7 +160,7 @@ class SolveStats:
         """Entries optimised but not proven optimal (``TierReport.open``: ``feasible``,
         ``not improved (time)``, ``not optimised (time)``, ...), as the CLI's status line
         counts them."""
-        return sum(1 for t in self.tiers if t.status not in NOT_OPTIMISED and t.status != "optimal")
+        return sum(1 for t in self.tiers if open_status(t.status))
 
 
 @dataclass(frozen=True)
