@@ -54,11 +54,11 @@ class CycleContext:
     """running gangs that may move, and the budget (``gangplan replan``,
     :mod:`gangplan.solver.model.moves`); None: running gangs move only if preempted"""
     _template: ClusterState | None = field(default=None, init=False, repr=False, compare=False)
+    """the state built from the snapshot, once, on the first :meth:`state` call"""
     _handed: list[weakref.ref[ClusterState]] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
     """every state :meth:`state` made, for :meth:`release`"""
-    """the state built from the snapshot, once, on the first :meth:`state` call"""
 
     @classmethod
     def of(

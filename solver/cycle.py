@@ -140,7 +140,8 @@ def _finish(
     evictions: list[Eviction] | None = None,
 ) -> Plan:
     """The plan of ``pods`` and ``evictions`` (scored ``sc``) with a reason for every
-    pending gang and its summary."""
+    pending gang and its summary; the end of every cycle, baseline or CP-SAT, so the
+    cycle's states are released here (:meth:`CycleContext.release`)."""
     placed = {p.gang_key for p in pods}
     pending = [g for g in ctx.snapshot.gangs if g.key not in placed]
     before = ctx.meter.units
@@ -149,6 +150,7 @@ def _finish(
             ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget
         )
     budget.charge("reasons", units=ctx.meter.units - before + len(pending))
+    ctx.release()  # the reasons were the cycle's last use of its states
     plan = _with_reservations(
         ctx.snapshot, assemble_plan(ctx.snapshot, pods, reasons, evictions=evictions or [])
     )
@@ -204,10 +206,7 @@ def run_baseline(snapshot: Snapshot, name: str, previous: Plan | None = None) ->
     with gc_paused():
         with budget.part("context"):
             ctx = CycleContext.of(snapshot)
-        try:
-            return _baseline_in(ctx, name, previous, budget)
-        finally:
-            ctx.release()
+        return _baseline_in(ctx, name, previous, budget)
 
 
 def run_baseline_in(ctx: CycleContext, name: str, previous: Plan | None = None) -> CycleResult:
@@ -272,10 +271,7 @@ def solve_cycle(
             ctx = CycleContext.of(snapshot)
             ctx.state()  # the template every placer copies
         budget.charge("context", units=len(snapshot.nodes) + len(snapshot.gangs))
-        try:
-            return _solve(ctx, previous, cfg, budget)
-        finally:
-            ctx.release()
+        return _solve(ctx, previous, cfg, budget)
 
 
 def solve_cycle_in(
@@ -289,10 +285,7 @@ def solve_cycle_in(
 
     cfg = config or SolverConfig()
     with gc_paused():
-        try:
-            return _solve(ctx, previous, cfg, _budget_of(cfg))
-        finally:
-            ctx.release()
+        return _solve(ctx, previous, cfg, _budget_of(cfg))
 
 
 @dataclass
