@@ -72,6 +72,28 @@ def _steps(n: int) -> object:
     return limits
 
 
+def _search(
+    model: cp_model.CpModel,
+    expr: cp_model.LinearExprT,
+    start: cp_model.CpSolver,
+    hood: Neighbourhoods,
+    steps: int,
+    run: object = None,
+) -> tuple[list[cp_model.CpSolver], float, bool, bool]:
+    """:func:`improve` from ``start`` with at most ``steps`` steps (each 1 deterministic
+    second, one worker), a fresh Pace(1) and a seeded draw; ``run`` solves (default: plain)."""
+    return improve(
+        model,
+        expr,
+        start,
+        hood,
+        Pace(1),
+        limits=_steps(steps),  # type: ignore[arg-type]
+        run=run or (lambda s, m: s.solve(m)),  # type: ignore[arg-type]
+        rng=random.Random(0),
+    )
+
+
 def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -82,16 +104,7 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
     monkeypatch.setattr(nb, "STALL", 10**6)
     model, expr, hood, a, b = _toy()
     start = _start(model)
-    found, det, proven, _stalled = improve(
-        model,
-        expr,
-        start,
-        hood,
-        Pace(1),
-        limits=_steps(12),  # type: ignore[arg-type]
-        run=lambda s, m: s.solve(m),
-        rng=random.Random(0),
-    )
+    found, det, proven, _stalled = _search(model, expr, start, hood, 12)
     assert _best(*PART_A) + _best(*PART_B) == 19
     assert found and found[-1].value(expr) == 19
     assert det >= 0.0
@@ -109,16 +122,7 @@ def test_each_step_changes_one_part_and_the_steps_reach_the_optimum(
 def test_no_step_no_change() -> None:
     """Limits that allow no step: nothing found, no time used."""
     model, expr, hood, _a, _b = _toy()
-    found, det, proven, stalled = improve(
-        model,
-        expr,
-        _start(model),
-        hood,
-        Pace(1),
-        limits=_steps(0),  # type: ignore[arg-type]
-        run=lambda s, m: s.solve(m),
-        rng=random.Random(0),
-    )
+    found, det, proven, stalled = _search(model, expr, _start(model), hood, 0)
     assert found == [] and det == 0.0 and not proven and not stalled  # time, not a stall
 
 
@@ -138,9 +142,7 @@ def test_the_steps_stop_after_stall_steps_that_prove_nothing_better(
         runs.append(1)
         return s.solve(m)
 
-    found, _det, proven, stalled = improve(
-        model, expr, best, hood, Pace(1), limits=_steps(50), run=run, rng=random.Random(0)
-    )  # type: ignore[arg-type]
+    found, _det, proven, stalled = _search(model, expr, best, hood, 50, run)
     assert found == [] and not proven and stalled  # it says it stopped for the stall
     assert len(runs) == nb.STALL < 50
 
@@ -152,16 +154,7 @@ def test_a_step_that_frees_every_decision_proves_the_tier(
     optimum (19, brute force), so the search ends at once with the tier proven."""
     model, expr, _hood, a, b = _toy()
     whole = Neighbourhoods({"all": [*a, *b]}, [], [*a, *b], ["all"])
-    found, _det, proven, _stalled = improve(
-        model,
-        expr,
-        _start(model),
-        whole,
-        Pace(1),
-        limits=_steps(50),  # type: ignore[arg-type]
-        run=lambda s, m: s.solve(m),
-        rng=random.Random(0),
-    )
+    found, _det, proven, _stalled = _search(model, expr, _start(model), whole, 50)
     assert proven and len(found) == 1 and found[0].value(expr) == 19
 
 
