@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import gcd
 from typing import Any
 
@@ -287,14 +287,27 @@ class _Affine:
     model: cp_model.CpModel
     const: int
     terms: list[tuple[int, cp_model.IntVar]]
+    _seen: tuple[int, int, int, int] | None = field(default=None, repr=False, compare=False)
+    """``(const, len(terms), lo, hi)`` of the last :meth:`_range`: terms are only ever
+    appended and domains do not change while the model is built, so the bounds hold while
+    ``const`` and the number of terms do (a device's bounds are read once per threshold)"""
+    _made: tuple[int, int, cp_model.LinearExprT] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """``(const, len(terms), expression)`` of the last :meth:`expr`, by the same rule"""
 
     def _range(self) -> tuple[int, int]:
+        seen = self._seen
+        if seen is not None and seen[0] == self.const and seen[1] == len(self.terms):
+            return seen[2], seen[3]
         lo = hi = self.const
+        variables = self.model.proto.variables
         for c, var in self.terms:
-            dom = self.model.proto.variables[var.index].domain
+            dom = variables[var.index].domain
             # (this repeated field does not take negative indices: dom[-1] reads 0)
             a, b = c * dom[0], c * dom[len(dom) - 1]
             lo, hi = lo + min(a, b), hi + max(a, b)
+        self._seen = (self.const, len(self.terms), lo, hi)
         return lo, hi
 
     @property
@@ -308,8 +321,13 @@ class _Affine:
     def expr(self) -> cp_model.LinearExprT:
         if not self.terms:
             return self.const
+        made = self._made
+        if made is not None and made[0] == self.const and made[1] == len(self.terms):
+            return made[2]
         coefs = [c for c, _ in self.terms]
-        return cp_model.LinearExpr.weighted_sum([v for _, v in self.terms], coefs) + self.const
+        out = cp_model.LinearExpr.weighted_sum([v for _, v in self.terms], coefs) + self.const
+        self._made = (self.const, len(self.terms), out)
+        return out
 
     def plus(self, other: _Affine, k: int = 1) -> _Affine:
         return _Affine(
