@@ -45,6 +45,10 @@ __all__ = ["ModelOutcome", "disaggregate", "solution_plan", "solve_model"]
 
 MAX_VARIABLES = 400_000
 """Above this many variables the built model is not solved; the incumbent is returned."""
+PROJECT_FROM = 0.1
+"""A group of objective terms built in steps (expected fragmentation) is projected to its
+end once this share of it is built: the build stops early when the projection passes
+:data:`MAX_VARIABLES` or the time left."""
 PRESOLVE_MIN_S = 1.0
 """Tiers given less time than this are solved without CP-SAT's presolve (measured, see
 ``_params``)."""
@@ -191,24 +195,36 @@ def solve_model(
     v = Variables(model, ix)
     constraints = Constraints(model, ix, v)
 
-    def too_big(after: str) -> ModelOutcome | None:
+    group_start = [0, started]  # variables and time when the group being built began
+
+    def too_big(after: str, share: float = 1.0) -> ModelOutcome | None:
         # the build stops as soon as the model passes MAX_VARIABLES or (wall-clock mode) the
         # build alone has used the budget: a large cycle must not spend minutes building a
-        # model it would not solve
+        # model it would not solve. A group built in steps is projected to its end from the
+        # share built (PROJECT_FROM), so a model that cannot fit stops early, small
         n = len(model.proto.variables)
-        took = time.monotonic() - started
-        if n <= MAX_VARIABLES and (cfg.deterministic or took <= budget_s):
+        now = time.monotonic()
+        took = now - started
+        seen, since = group_start
+        if share >= 1.0:
+            group_start[:] = [n, now]
+        projected = share < 1.0 and share >= PROJECT_FROM
+        n_end = int(seen + (n - seen) / share) if projected else n
+        took_end = (since - started) + (now - since) / share if projected else took
+        if n_end <= MAX_VARIABLES and (cfg.deterministic or took_end <= budget_s):
             return None
+        ahead = "on course for " if projected else ""
         why = (
-            f"{n} variables, over {MAX_VARIABLES}"
-            if n > MAX_VARIABLES
-            else f"{took:.3g} s, over the model's {budget_s:.3g} s"
+            f"{ahead}{n_end} variables, over {MAX_VARIABLES}"
+            if n_end > MAX_VARIABLES
+            else f"{ahead}{took_end:.3g} s, over the model's {budget_s:.3g} s"
         )
+        where = f"after {after}" if share >= 1.0 else f"{share:.0%} into {after}"
         return ModelOutcome(
             CycleStatus.INCUMBENT,
             None,
             model_size={"variables": n, "items": len(ix.items), "blocks": len(ix.blocks)},
-            notes=[*notes, f"model build stopped after {after} ({why}); incumbent returned"],
+            notes=[*notes, f"model build stopped {where} ({why}); incumbent returned"],
             parts={"model": took},
         )
 
@@ -223,14 +239,14 @@ def solve_model(
         def __init__(self, outcome: ModelOutcome) -> None:
             self.outcome = outcome
 
-    def check(after: str) -> None:
-        out = too_big(f"the objective's {after}")
+    def check(after: str, share: float) -> None:
+        out = too_big(f"the objective's {after}", share)
         if out is not None:
             raise _Stopped(out)
 
     try:
         terms = build_terms(model, ix, v, ctx.shares, prev_pods, after_each=check)
-        check("last terms")
+        check("last terms", 1.0)
     except _Stopped as stop_build:
         return stop_build.outcome
     proto = model.proto

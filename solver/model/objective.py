@@ -33,6 +33,7 @@ plan the solution becomes. Where an idea comes from:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,21 +75,22 @@ def build_terms(
     v: Variables,
     shares: FairShares,
     previous_pods: int,
-    after_each: Callable[[str], None] | None = None,
+    after_each: Callable[[str, float], None] | None = None,
 ) -> list[ObjectiveTerm]:
     """Every entry of :func:`~gangplan.solver.score.score_names`, in order.
 
-    ``after_each``: called with each group of terms' name once it is built (the builder
-    stops a model that grows past its bounds by raising from it)."""
+    ``after_each``: called with each group of terms' name and the share of it built so far
+    (1.0 once it is built; a long group calls it as it goes), so the builder can stop a
+    model that grows, or is on course to grow, past its bounds by raising from it."""
     terms: dict[str, ObjectiveTerm] = {}
-    check = after_each or (lambda _name: None)
+    check = after_each or (lambda _name, _share: None)
     _fairness_and_throughput(model, ix, v, shares, terms)
-    check("fairness and throughput")
+    check("fairness and throughput", 1.0)
     _lost_throughput(ix, v, terms)
     _locality(model, ix, v, terms)
-    check("locality")
+    check("locality", 1.0)
     _expected_fragmentation(model, ix, v, terms, check)
-    check("expected fragmentation")
+    check("expected fragmentation", 1.0)
     _fragmentation(model, ix, v, terms)
     _evictions(ix, v, terms)
     _stability(model, ix, v, terms, previous_pods)
@@ -597,12 +599,36 @@ class _NodeFragmentation:
         return _Affine(m, 0, [(f_of(j), x) for j, x in flags])
 
 
+def _fragmentation_work(
+    ix: Index, v: Variables, weights: tuple[tuple[PodShape, int], ...]
+) -> dict[int, int]:
+    """Node index -> a measure of the work :class:`_NodeFragmentation` does there, for
+    nodes some pod of the cycle may use: 1, plus, where GPU shares may go, a device's
+    thresholds it may cross (share sizes ``g`` of the workload at most its free milli-GPU),
+    each costing two variables and four constraints. The builder projects the term's size
+    and time from the share of this work done (a few nodes with many shared GPUs can cost
+    more than all the rest)."""
+    state = ix.state
+    assert state is not None
+    sizes = sorted({m.gpu_milli for m, _w in weights if m.gpus})
+    out: dict[int, int] = {}
+    for n, name in enumerate(ix.node_names):
+        st = state.nodes[name]
+        if not st.gpu_order or not v.shapes_on(n):
+            continue
+        work = 1
+        if v.has_whole(n):
+            work += sum(bisect_right(sizes, f) for f in st.gpu_milli.values())
+        out[n] = work
+    return out
+
+
 def _expected_fragmentation(
     model: cp_model.CpModel,
     ix: Index,
     v: Variables,
     terms: dict[str, ObjectiveTerm],
-    check: Callable[[str], None] = lambda _name: None,
+    check: Callable[[str, float], None] = lambda _name, _share: None,
 ) -> None:
     """``fragmentation.expected``: minus ``Σ_n Σ_m w_m F_n(m)`` after the plan, exactly as
     :func:`~gangplan.solver.score.expected_fragmentation` counts it (the workload of
@@ -629,6 +655,8 @@ def _expected_fragmentation(
     const = 0
     var_terms: list[tuple[int, cp_model.IntVar]] = []
     memo: Measures = {}
+    work = _fragmentation_work(ix, v, weights)
+    total_work, done = sum(work.values()), 0
     for n, node_name in enumerate(ix.node_names):
         st = state.nodes[node_name]
         if not st.gpu_order:
@@ -644,8 +672,10 @@ def _expected_fragmentation(
             const += _measure(memo, weights, gpu_model, cpu_free, tuple(sorted(gpu_free.values())))
             continue
         value = _NodeFragmentation(model, ix, v, n, memo).value(weights)
-        if n % 64 == 0:
-            check("expected fragmentation")  # a model too large stops here, not at the end
+        # a model too large stops here, not at the end: a node with GPU shares adds hundreds
+        # of variables (milliseconds of building), a check costs about a microsecond
+        done += work.get(n, 0)
+        check("expected fragmentation", done / total_work if total_work else 1.0)
         const += value.const
         var_terms += value.terms
     expr = (

@@ -14,6 +14,7 @@ from gangplan.solver.verify import verify
 
 GPU = "nvidia.com/gpu"
 DET = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=10.0, seed=1)
+SHORT = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.5, seed=1)
 
 
 def _snapshot():  # type: ignore[no-untyped-def]
@@ -63,3 +64,70 @@ def test_past_the_bound_the_build_stops_and_the_incumbent_is_returned(
     assert "family" in notes[0]
     assert verify(s, result.plan) == []
     assert len(result.plan.pods) == 3  # the baseline places everything here too
+
+
+def _shares_snapshot():  # type: ignore[no-untyped-def]
+    # 40 alike nodes of 4 GPUs, 24 one-pod gangs asking GPU shares (250m, 500m, 750m): the
+    # expected-fragmentation term adds variables at every node alike, so its share built
+    # tells its size
+    sizes = [250, 500, 250, 750, 500, 250] * 4
+    return load_instance(
+        {
+            "apiVersion": "gangplan.io/v1alpha1",
+            "kind": "Instance",
+            "nodes": [{"name": f"n{i:02d}", "allocatable": {GPU: 4, "cpu": 32}} for i in range(40)],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": f"s{i}",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {GPU: m / 1000, "cpu": 1}}],
+                }
+                for i, m in enumerate(sizes)
+            ],
+        }
+    )[0]
+
+
+def _fragmentation_end(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """(variables once the expected-fragmentation term is built, variables of the whole
+    model), read from an unbounded build."""
+    import gangplan.solver.model.objective as objective
+
+    seen: dict[str, int] = {}
+    original = objective._expected_fragmentation
+
+    def recorded(model, ix, v, terms, check):  # type: ignore[no-untyped-def]
+        original(model, ix, v, terms, check)
+        seen["end"] = len(model.proto.variables)
+
+    with monkeypatch.context() as m:
+        m.setattr(objective, "_expected_fragmentation", recorded)
+        result = solve_cycle(_shares_snapshot(), None, SHORT)
+    return seen["end"], result.model_size["variables"]
+
+
+def test_a_term_on_course_past_the_bound_stops_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    end, _whole = _fragmentation_end(monkeypatch)
+    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1)
+    s = _shares_snapshot()
+    result = solve_cycle(s, None, SHORT)
+    assert result.status is CycleStatus.INCUMBENT
+    notes = [n for n in result.plan.summary.notes if n.startswith("model build stopped")]
+    assert len(notes) == 1 and "on course for" in notes[0], notes
+    assert "into the objective's expected fragmentation" in notes[0]
+    # stopped once a tenth of the term was built: far below the bound, not at it
+    assert result.model_size["variables"] < end - (end - 1) // 4
+    assert verify(s, result.plan) == []
+
+
+def test_a_model_within_the_bound_is_not_stopped_by_its_projection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _end, whole = _fragmentation_end(monkeypatch)
+    monkeypatch.setattr(builder, "MAX_VARIABLES", whole)
+    s = _shares_snapshot()
+    result = solve_cycle(s, None, SHORT)
+    assert not any(n.startswith("model build stopped") for n in result.plan.summary.notes)
+    assert result.model_size["variables"] == whole
+    assert verify(s, result.plan) == []
