@@ -35,7 +35,7 @@ from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
 from gangplan.solver.model.neighbourhood import MIN_DECISIONS as LNS_MIN_DECISIONS
 from gangplan.solver.model.neighbourhood import Neighbourhoods, Pace, StepLimits, improve
-from gangplan.solver.model.objective import build_terms
+from gangplan.solver.model.objective import PROJECT_FROM, build_terms
 from gangplan.solver.model.preemption import after_state, evicted_pods, plan_evictions
 from gangplan.solver.model.variables import Solution, Variables
 from gangplan.solver.result import CycleStatus, SolverConfig
@@ -45,10 +45,6 @@ __all__ = ["ModelOutcome", "disaggregate", "solution_plan", "solve_model"]
 
 MAX_VARIABLES = 400_000
 """Above this many variables the built model is not solved; the incumbent is returned."""
-PROJECT_FROM = 0.1
-"""A group of objective terms built in steps (expected fragmentation) is projected to its
-end once this share of it is built: the build stops early when the projection passes
-:data:`MAX_VARIABLES` or the time left."""
 PRESOLVE_MIN_S = 1.0
 """Tiers given less time than this are solved without CP-SAT's presolve (measured, see
 ``_params``)."""
@@ -245,10 +241,13 @@ def solve_model(
             raise _Stopped(out)
 
     try:
-        terms = build_terms(model, ix, v, ctx.shares, prev_pods, after_each=check)
+        terms = build_terms(
+            model, ix, v, ctx.shares, prev_pods, after_each=check, max_variables=MAX_VARIABLES
+        )
         check("last terms", 1.0)
     except _Stopped as stop_build:
         return stop_build.outcome
+    notes += [t.note for t in terms if t.note]
     proto = model.proto
     size = {
         "variables": len(proto.variables),

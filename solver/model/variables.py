@@ -191,6 +191,25 @@ class Variables:
         self._vars[kind][key] = var
         return var
 
+    def forget_from(self, first: int) -> None:
+        """Forget every variable of index ``first`` or more, after the model's proto was
+        restored to its first ``first`` variables (a term left out of the model after all:
+        ``objective.py``). What is made together is remade on the next query: the counts
+        (``x``, ``admit``, ``z``, ``n``) whole, a level's ``uses`` where one was lost."""
+        for kind in self._vars.values():
+            for key in [k for k, var in kind.items() if var.index >= first]:
+                del kind[key]
+        if any(var.index >= first for var in self._z.values()):
+            self._by_item, self._z, self._by_node = None, {}, {}
+            for name in ("x", "admit", "z", "zsum", "n"):
+                self._vars[name].clear()
+        for key, bucket in self._uses.items():
+            lost = [d for d, var in bucket.items() if var.index >= first]
+            for d in lost:
+                del bucket[d]
+            if lost:
+                self._uses_done.discard(key)
+
     # ------------------------------------------------------------------ the counts
 
     def _counts(self) -> dict[int, list[tuple[int, cp_model.IntVar]]]:

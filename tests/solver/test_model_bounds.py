@@ -89,34 +89,58 @@ def _shares_snapshot():  # type: ignore[no-untyped-def]
     )[0]
 
 
-def _fragmentation_end(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
-    """(variables once the expected-fragmentation term is built, variables of the whole
-    model), read from an unbounded build."""
+def _fragmentation_term(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, int]:
+    """(variables before the expected-fragmentation term, after it, of the whole model),
+    read from an unbounded build."""
     import gangplan.solver.model.objective as objective
 
     seen: dict[str, int] = {}
     original = objective._expected_fragmentation
 
-    def recorded(model, ix, v, terms, check):  # type: ignore[no-untyped-def]
-        original(model, ix, v, terms, check)
+    def recorded(model, ix, v, terms, check, limit):  # type: ignore[no-untyped-def]
+        seen["start"] = len(model.proto.variables)
+        original(model, ix, v, terms, check, limit)
         seen["end"] = len(model.proto.variables)
 
     with monkeypatch.context() as m:
         m.setattr(objective, "_expected_fragmentation", recorded)
         result = solve_cycle(_shares_snapshot(), None, SHORT)
-    return seen["end"], result.model_size["variables"]
+    return seen["start"], seen["end"], result.model_size["variables"]
+
+
+def test_a_term_on_course_past_the_bound_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the term alone would take the model past its bound: it is left out, and the rest of
+    # the model is built and solved (all 24 shares fit, 10,000 milli-GPU: 40 x 4 free GPUs)
+    start, end, whole = _fragmentation_term(monkeypatch)
+    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1)
+    s = _shares_snapshot()
+    result = solve_cycle(s, None, SHORT)
+    assert result.status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)
+    notes = [n for n in result.plan.summary.notes if "left out of the model" in n]
+    assert len(notes) == 1 and notes[0].startswith("fragmentation.expected"), notes
+    assert not any(n.startswith("model build stopped") for n in result.plan.summary.notes)
+    tiers = {t.name: t.status for t in result.plan.summary.tiers}
+    assert tiers["fragmentation.expected"] == "derived (not in the model)"
+    assert result.model_size["variables"] == whole - (end - start)  # nothing of it kept
+    assert len(result.plan.pods) == 24
+    assert sum(p.gpu_milli for p in result.plan.pods) == 10_000
+    assert verify(s, result.plan) == []
 
 
 def test_a_term_on_course_past_the_bound_stops_early(monkeypatch: pytest.MonkeyPatch) -> None:
-    end, _whole = _fragmentation_end(monkeypatch)
+    # no saved copy to go back to (the term's size was not thought to be at risk): the
+    # build stops once a tenth of the term is built, far below the bound, not at it
+    import gangplan.solver.model.objective as objective
+
+    _start, end, _whole = _fragmentation_term(monkeypatch)
     monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1)
+    monkeypatch.setattr(objective, "VARIABLES_PER_WORK", 0)
     s = _shares_snapshot()
     result = solve_cycle(s, None, SHORT)
     assert result.status is CycleStatus.INCUMBENT
     notes = [n for n in result.plan.summary.notes if n.startswith("model build stopped")]
     assert len(notes) == 1 and "on course for" in notes[0], notes
     assert "into the objective's expected fragmentation" in notes[0]
-    # stopped once a tenth of the term was built: far below the bound, not at it
     assert result.model_size["variables"] < end - (end - 1) // 4
     assert verify(s, result.plan) == []
 
@@ -124,10 +148,11 @@ def test_a_term_on_course_past_the_bound_stops_early(monkeypatch: pytest.MonkeyP
 def test_a_model_within_the_bound_is_not_stopped_by_its_projection(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _end, whole = _fragmentation_end(monkeypatch)
+    _start, _end, whole = _fragmentation_term(monkeypatch)
     monkeypatch.setattr(builder, "MAX_VARIABLES", whole)
     s = _shares_snapshot()
     result = solve_cycle(s, None, SHORT)
     assert not any(n.startswith("model build stopped") for n in result.plan.summary.notes)
+    assert not any("left out of the model" in n for n in result.plan.summary.notes)
     assert result.model_size["variables"] == whole
     assert verify(s, result.plan) == []
