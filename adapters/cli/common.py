@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -129,11 +130,16 @@ def emit_instance(result: Converted, output: Path | None) -> None:
     text = instance_text(result.data, fmt)
     if output is None:
         click.echo(text, nl=False)
-        click.echo(f"instance: {result.summary()}", err=True)
+        click.echo(_fill80(f"instance: {result.summary()}"), err=True)
     else:
         with user_errors(counted=False):
             write_output(output, text)
-        click.echo(f"wrote {output}: {result.summary()}", err=True)
+        click.echo(_fill80(f"wrote {output}: {result.summary()}"), err=True)
+
+
+def _fill80(text: str) -> str:
+    """``text`` wrapped at 80 columns, continuation lines indented 2 (words never broken)."""
+    return textwrap.fill(text, 80, subsequent_indent="  ", break_long_words=False)
 
 
 class OutputFile(click.Path):

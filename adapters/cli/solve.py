@@ -50,7 +50,14 @@ def validate(instance: Path | None) -> None:
             (len(warnings), "warning"),
         )
     )
-    click.echo(f"{instance or 'default instance'}: valid — {counts}")
+    click.echo(
+        textwrap.fill(
+            f"{instance or 'default instance'}: valid — {counts}",
+            80,
+            subsequent_indent="  ",
+            break_long_words=False,
+        )
+    )
 
 
 @main.command()
@@ -339,7 +346,15 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
         lowest = build_topology(snapshot).leaf_level or "leaf"
         evicted = evicted_by_class(snapshot, p)
         for line in score_lines(sc.entries, evicted=evicted, lowest_level=lowest):
-            click.echo(f"  {line}")
+            click.echo(
+                textwrap.fill(
+                    line,
+                    80,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_long_words=False,
+                )
+            )
     if violations:
         raise UserError([], f"{len(violations)} violations")
     if fmt == "text":
