@@ -74,9 +74,13 @@ class ObjectiveTerm:
 PROJECT_FROM = 0.1
 """A group of objective terms built node by node (expected fragmentation) is projected to
 its end once this share of its work is built (:func:`_fragmentation_work`)."""
-VARIABLES_PER_WORK = 4
-"""A generous number of variables per unit of :func:`_fragmentation_work` (2.3 measured on
-alike 4-GPU nodes with shares, 3.6 on openb): a term whose start plus this many per unit
+PROJECT_MARGIN = 1.25
+"""With a saved copy, the projection leaves the term out early only when it passes the
+bound by this factor; nearer the bound the build goes on, and leaves the term out if the
+model does pass it (the copy makes that safe; a projection errs with uneven nodes)."""
+VARIABLES_PER_WORK = 1
+"""Variables per unit of :func:`_fragmentation_work`, which bounds them from above (on
+openb the term had 0.47 variables per unit): a term whose start plus this many per unit
 could pass the model's bound is built from a saved copy of the model, so it can be left
 out rather than stop the build."""
 
@@ -618,23 +622,36 @@ class _NodeFragmentation:
 def _fragmentation_work(
     ix: Index, v: Variables, weights: tuple[tuple[PodShape, int], ...]
 ) -> dict[int, int]:
-    """Node index -> a measure of the work :class:`_NodeFragmentation` does there, for
-    nodes some pod of the cycle may use: 1, plus, where GPU shares may go, a device's
-    thresholds it may cross (share sizes ``g`` of the workload at most its free milli-GPU),
-    each costing two variables and four constraints. The builder projects the term's size
-    and time from the share of this work done (a few nodes with many shared GPUs can cost
-    more than all the rest)."""
+    """Node index -> at least the variables :class:`_NodeFragmentation` adds there, for nodes
+    some pod of the cycle may use: ``1 + full + 4·groups + 2·crossings``. ``full``: its fully
+    free GPUs (``frag_taken`` has at most ``full + 1`` flags); ``groups``: the workload's
+    distinct GPU shapes ``(c, k, g)`` it may take (``frag_ok`` for the GPU and CPU
+    conditions, ``frag_fits`` and ``frag_use``: at most four each); ``crossings``, where GPU
+    shares may go: per device, the shapes' distinct ``g`` at most its free milli-GPU
+    (``frag_ge`` and ``frag_part`` each). The builder projects the term's size and time from
+    the share of this work done, and a term whose whole bound fits is never at risk."""
     state = ix.state
     assert state is not None
     sizes = sorted({m.gpu_milli for m, _w in weights if m.gpus})
+    groups: dict[str | None, int] = {}
     out: dict[int, int] = {}
     for n, name in enumerate(ix.node_names):
         st = state.nodes[name]
         if not st.gpu_order or not v.shapes_on(n):
             continue
-        work = 1
+        model = ix.snapshot.node_by_name[name].gpu_model
+        if model not in groups:
+            groups[model] = len(
+                {
+                    (m.cpu_milli, m.gpus, m.gpu_milli)
+                    for m, _w in weights
+                    if m.gpus and (not m.gpu_models or model in m.gpu_models)
+                }
+            )
+        frees = st.gpu_milli.values()
+        work = 1 + sum(1 for f in frees if f == GPU_MILLI) + 4 * groups[model]
         if v.has_whole(n):
-            work += sum(bisect_right(sizes, f) for f in st.gpu_milli.values())
+            work += 2 * sum(bisect_right(sizes, f) for f in frees)
         out[n] = work
     return out
 
@@ -661,11 +678,12 @@ def _expected_fragmentation(
     ``frag_use`` = ``A_n(g)`` × ``frag_fits`` by enforcement literals (exact, both ways,
     bounded by the node's GPUs × 1000). Nodes no pod of the cycle may go to are a constant.
 
-    Where the term could pass ``max_variables`` (:data:`VARIABLES_PER_WORK`), it is built
-    from a saved copy of the model; once a tenth of it is built (:data:`PROJECT_FROM`) and
-    its projected end passes the bound, the model is restored to the copy and the term left
-    out (``modelled=False``, a note): openb's 1,523 nodes with GPU shares would need about
-    470,000 variables for it alone.
+    Where the term could take the model past ``max_variables`` (its work bounds its size,
+    :func:`_fragmentation_work`), it is built from a saved copy of the model; when the model
+    passes the bound, or once a tenth of the term is built (:data:`PROJECT_FROM`) the
+    projected end does, the model is restored to the copy and the term left out
+    (``modelled=False``, a note): on openb's 1,523 nodes with GPU shares it alone would have
+    467,597 variables.
     """
     name = "fragmentation.expected"
     s = ix.snapshot
@@ -685,6 +703,7 @@ def _expected_fragmentation(
     if max_variables is not None and start + VARIABLES_PER_WORK * total_work > max_variables:
         saved = cp_model.CpModel()
         saved.proto.copy_from(model.proto)
+    check(name, 0.0)  # the term's work begins here (after the copy)
     for n, node_name in enumerate(ix.node_names):
         st = state.nodes[node_name]
         if not st.gpu_order:
@@ -704,9 +723,10 @@ def _expected_fragmentation(
         # of variables (milliseconds of building), a check costs about a microsecond
         done += work.get(n, 0)
         share = done / total_work if total_work else 1.0
-        if saved is not None and max_variables is not None and share >= PROJECT_FROM:
-            end = int(start + (len(model.proto.variables) - start) / share)
-            if end > max_variables:
+        if saved is not None and max_variables is not None:
+            now = len(model.proto.variables)
+            end = int(start + (now - start) / share) if share >= PROJECT_FROM else now
+            if now > max_variables or end > PROJECT_MARGIN * max_variables:
                 model.proto.copy_from(saved.proto)
                 model.rebuild_constant_map()
                 v.forget_from(start)
@@ -716,10 +736,10 @@ def _expected_fragmentation(
                     0,
                     modelled=False,
                     note=(
-                        f"{name} left out of the model: {share:.0%} into it, it was on course "
-                        f"for {end - start} variables (the model's bound is {max_variables}); "
-                        "it is scored after the solve, and the entries below it are "
-                        "optimised without it"
+                        f"{name} left out of the model: {share:.0%} into it, the model "
+                        f"{'was on course for' if share < 1.0 else 'had'} {end:,} variables, "
+                        f"over its bound of {max_variables:,}; the entry is scored after the "
+                        "solve, and the entries below it are optimised without it"
                     ),
                 )
                 return

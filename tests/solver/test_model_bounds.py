@@ -66,21 +66,42 @@ def test_past_the_bound_the_build_stops_and_the_incumbent_is_returned(
     assert len(result.plan.pods) == 3  # the baseline places everything here too
 
 
-def _shares_snapshot():  # type: ignore[no-untyped-def]
+def _shares_snapshot(whole_first: int = 0):  # type: ignore[no-untyped-def]
     # 40 alike nodes of 4 GPUs, 24 one-pod gangs asking GPU shares (250m, 500m, 750m): the
-    # expected-fragmentation term adds variables at every node alike, so its share built
-    # tells its size
+    # expected-fragmentation term adds variables at every node alike. whole_first: that
+    # many nodes of 8 GPUs of model B before them, for gangs of whole B GPUs (no shares
+    # there: a node of another cost, first in node order)
     sizes = [250, 500, 250, 750, 500, 250] * 4
+    b_nodes = [
+        {"name": f"b{i:02d}", "gpu_model": "B", "allocatable": {GPU: 8, "cpu": 16}}
+        for i in range(whole_first)
+    ]
+    b_gangs = [
+        {
+            "name": f"w{i}",
+            "queue": "q",
+            "gpu_models": ["B"],
+            "roles": [{"name": "w", "count": 1, "requests": {GPU: k, "cpu": c}}],
+        }
+        for i, (k, c) in enumerate([(1, 4), (2, 6), (4, 3), (1, 10), (2, 12), (3, 2)])
+        if whole_first
+    ]
     return load_instance(
         {
             "apiVersion": "gangplan.io/v1alpha1",
             "kind": "Instance",
-            "nodes": [{"name": f"n{i:02d}", "allocatable": {GPU: 4, "cpu": 32}} for i in range(40)],
+            "nodes": b_nodes
+            + [
+                {"name": f"n{i:02d}", "gpu_model": "A", "allocatable": {GPU: 4, "cpu": 32}}
+                for i in range(40)
+            ],
             "queues": [{"name": "q"}],
-            "gangs": [
+            "gangs": b_gangs
+            + [
                 {
                     "name": f"s{i}",
                     "queue": "q",
+                    "gpu_models": ["A"],
                     "roles": [{"name": "w", "count": 1, "requests": {GPU: m / 1000, "cpu": 1}}],
                 }
                 for i, m in enumerate(sizes)
@@ -89,7 +110,9 @@ def _shares_snapshot():  # type: ignore[no-untyped-def]
     )[0]
 
 
-def _fragmentation_term(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, int]:
+def _fragmentation_term(
+    monkeypatch: pytest.MonkeyPatch, whole_first: int = 0
+) -> tuple[int, int, int]:
     """(variables before the expected-fragmentation term, after it, of the whole model),
     read from an unbounded build."""
     import gangplan.solver.model.objective as objective
@@ -104,55 +127,74 @@ def _fragmentation_term(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, int]
 
     with monkeypatch.context() as m:
         m.setattr(objective, "_expected_fragmentation", recorded)
-        result = solve_cycle(_shares_snapshot(), None, SHORT)
+        result = solve_cycle(_shares_snapshot(whole_first), None, SHORT)
     return seen["start"], seen["end"], result.model_size["variables"]
 
 
-def test_a_term_on_course_past_the_bound_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the term alone would take the model past its bound: it is left out, and the rest of
-    # the model is built and solved (all 24 shares fit, 10,000 milli-GPU: 40 x 4 free GPUs)
+def _left_out(result) -> list[str]:  # type: ignore[no-untyped-def]
+    return [n for n in result.plan.summary.notes if "left out of the model" in n]
+
+
+def _stopped(result) -> list[str]:  # type: ignore[no-untyped-def]
+    return [n for n in result.plan.summary.notes if n.startswith("model build stopped")]
+
+
+@pytest.mark.parametrize("past", ["far", "near"])
+def test_a_term_that_takes_the_model_past_the_bound_is_left_out(
+    monkeypatch: pytest.MonkeyPatch, past: str
+) -> None:
+    # the term would take the model past its bound: it is left out, and the rest of the
+    # model is built and solved (all 24 shares fit, 10,000 milli-GPU: 40 x 4 free GPUs).
+    # far: the bound is just below the term's end (left out by the projection at a
+    # tenth); near: 5 variables above the model without the term, which the term passes
+    # before a tenth of it is built
     start, end, whole = _fragmentation_term(monkeypatch)
-    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1)
+    rest = whole - (end - start)
+    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1 if past == "far" else rest + 5)
     s = _shares_snapshot()
     result = solve_cycle(s, None, SHORT)
     assert result.status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)
-    notes = [n for n in result.plan.summary.notes if "left out of the model" in n]
+    notes = _left_out(result)
     assert len(notes) == 1 and notes[0].startswith("fragmentation.expected"), notes
-    assert not any(n.startswith("model build stopped") for n in result.plan.summary.notes)
+    assert not _stopped(result)
     tiers = {t.name: t.status for t in result.plan.summary.tiers}
     assert tiers["fragmentation.expected"] == "derived (not in the model)"
-    assert result.model_size["variables"] == whole - (end - start)  # nothing of it kept
+    assert result.model_size["variables"] == rest  # nothing of the term kept
     assert len(result.plan.pods) == 24
     assert sum(p.gpu_milli for p in result.plan.pods) == 10_000
     assert verify(s, result.plan) == []
 
 
-def test_a_term_on_course_past_the_bound_stops_early(monkeypatch: pytest.MonkeyPatch) -> None:
-    # no saved copy to go back to (the term's size was not thought to be at risk): the
-    # build stops once a tenth of the term is built, far below the bound, not at it
+def test_without_a_saved_copy_a_term_past_the_bound_stops_the_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # no saved copy to go back to (as if the term's bound had fitted): the build stops
+    # where the model passes the bound, inside the term, and the incumbent is returned
     import gangplan.solver.model.objective as objective
 
     _start, end, _whole = _fragmentation_term(monkeypatch)
-    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1)
+    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 100)
     monkeypatch.setattr(objective, "VARIABLES_PER_WORK", 0)
     s = _shares_snapshot()
     result = solve_cycle(s, None, SHORT)
     assert result.status is CycleStatus.INCUMBENT
-    notes = [n for n in result.plan.summary.notes if n.startswith("model build stopped")]
-    assert len(notes) == 1 and "on course for" in notes[0], notes
-    assert "into the objective's expected fragmentation" in notes[0]
-    assert result.model_size["variables"] < end - (end - 1) // 4
+    notes = _stopped(result)
+    assert len(notes) == 1 and "into the objective's expected fragmentation" in notes[0], notes
+    assert end - 100 < result.model_size["variables"] < end
     assert verify(s, result.plan) == []
 
 
-def test_a_model_within_the_bound_is_not_stopped_by_its_projection(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("whole_first", [0, 20])
+def test_a_model_within_the_bound_is_built_whole(
+    monkeypatch: pytest.MonkeyPatch, whole_first: int
 ) -> None:
-    _start, _end, whole = _fragmentation_term(monkeypatch)
+    # at a bound equal to the whole model, nothing is stopped or left out, also when 20
+    # nodes of another kind (8 whole GPUs, no shares) come first in node order and the
+    # projection from them errs
+    _start, _end, whole = _fragmentation_term(monkeypatch, whole_first)
     monkeypatch.setattr(builder, "MAX_VARIABLES", whole)
-    s = _shares_snapshot()
+    s = _shares_snapshot(whole_first)
     result = solve_cycle(s, None, SHORT)
-    assert not any(n.startswith("model build stopped") for n in result.plan.summary.notes)
-    assert not any("left out of the model" in n for n in result.plan.summary.notes)
+    assert not _stopped(result) and not _left_out(result), result.plan.summary.notes
     assert result.model_size["variables"] == whole
     assert verify(s, result.plan) == []
