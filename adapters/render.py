@@ -159,6 +159,11 @@ def plan_stats(
 # --------------------------------------------------------------------------- text layout
 
 
+def _gpus(k: float) -> str:
+    """A GPU count with thousands separators: ``3,214``, ``12.5`` (shares: up to 3 decimals)."""
+    return f"{int(k):,}" if float(k).is_integer() else f"{k:,.3f}".rstrip("0")
+
+
 def _wrap(text: str, width: int, indent: int = 0, hanging: int | None = None) -> list[str]:
     """``text`` word-wrapped to ``width`` columns, first line indented ``indent``, the rest
     ``hanging`` (default: ``indent``); words are never broken (a longer word runs past)."""
@@ -412,6 +417,13 @@ def status_line(
             f"score entries not proven optimal{within} ({', '.join(open_tiers)}){gap}; {took}"
         )
     base = s.placer.partition("(incumbent: ")[2].rstrip(")") or "baseline"
+    if s.status == "incumbent" and s.parts and "search" not in s.parts:
+        # CP-SAT did not search (no time left for its model, or its build stopped): the
+        # notes say why
+        return (
+            f"placer {s.placer}: status incumbent — CP-SAT's model was not solved{within} "
+            f"(see the notes); the {base} plan is returned; {took}"
+        )
     if s.status == "incumbent":
         return (
             f"placer {s.placer}: status incumbent — CP-SAT found no plan better than the "
@@ -455,7 +467,8 @@ def plan_lines(
     out.append(_Line(""))
     summary = (
         f"gangs admitted {st.gangs_admitted:,} of {st.gangs_total:,}; GPUs placed "
-        f"{st.gpus_placed:g} of {st.gpus_requested:g} asked ({st.gpus_free:g} free before "
+        f"{_gpus(st.gpus_placed)} of {_gpus(st.gpus_requested)} asked "
+        f"({_gpus(st.gpus_free)} free before "
         f"the plan){_spread(st)}"
     )
     out += [_Line(t) for t in _wrap(summary, width)]

@@ -301,7 +301,15 @@ def test_every_shared_case_has_a_file() -> None:
     assert sorted(stems) == sorted(p.stem for p in CASE_FILES)
 
 
-@pytest.mark.parametrize(("stem", "case", "variant"), SCENARIOS, ids=[s for s, _, _ in SCENARIOS])
+@pytest.mark.parametrize(
+    ("stem", "case", "variant"),
+    [pytest.param(*sc, id=sc[0]) for sc in SCENARIOS]
+    or [
+        pytest.param(
+            "", {}, {}, marks=pytest.mark.skip("../shared/cases is not beside the repository")
+        )
+    ],
+)
 def test_case_file_is_faithful(stem: str, case: dict[str, Any], variant: dict[str, Any]) -> None:
     """Each case file says what its ../shared/cases scenario says, in our names and units."""
     path = CASES / f"{stem}.yaml"

@@ -356,7 +356,7 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
                 )
             )
     if violations:
-        raise UserError([], f"{len(violations)} violations")
+        raise UserError([], f"{len(violations):,} violations")
     if fmt == "text":
         click.echo(f"plan is valid for {instance or 'the default instance'}")
 

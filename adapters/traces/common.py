@@ -376,7 +376,8 @@ class Converted:
         running = sum(p.requests.get(s.gpu, 0) for p in s.running) / GPU_MILLI
 
         def n(k: float, word: str) -> str:
-            return f"{k:g} {word}" if k == 1 else f"{k:g} {word}s"
+            num = f"{int(k):,}" if float(k).is_integer() else f"{k:,.3f}".rstrip("0")
+            return f"{num} {word}" if k == 1 else f"{num} {word}s"
 
         return (
             f"{n(len(s.nodes), 'node')}, {n(gpus, 'GPU')}, {n(len(s.queues), 'queue')}, "

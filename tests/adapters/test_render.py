@@ -394,6 +394,16 @@ def test_baseline_incumbent_and_fallback_say_whose_plan_is_returned() -> None:
     )
     line = status_line(_summary("fallback", placer="cpsat (incumbent: greedy)"), 5)
     assert "the greedy plan is returned" in line and "optimal" not in line
+    # CP-SAT never searched (its parts have no "search"): no claim that it found nothing
+    unsolved = _summary("incumbent", placer="cpsat (incumbent: fgd)").model_copy(
+        update={"parts": {"baseline.fgd": 0.4, "check": 0.1}}
+    )
+    line = status_line(unsolved, 0.5)
+    assert "found no plan" not in line
+    assert "CP-SAT's model was not solved within the cycle's 0.5 s limit (see the notes)" in line
+    assert "the fgd plan is returned" in line
+    searched = unsolved.model_copy(update={"parts": {"baseline.fgd": 0.4, "search": 4.0}})
+    assert "CP-SAT found no plan better than the fgd plan" in status_line(searched, 5)
 
 
 def test_cli_status_line_of_an_instance_where_nothing_fits(tmp_path: Path) -> None:
