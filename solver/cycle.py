@@ -176,9 +176,25 @@ def _finish(
         wall_time_s=round(budget.wall(), 4),
         parts={k: round(v, 4) for k, v in budget.parts.items()},
         model_size=model_size or {},
-        notes=tuple(notes or ()),
+        notes=tuple(_current(notes or [], tiers)),
     )
     return plan.model_copy(update={"summary": summary})
+
+
+def _current(notes: list[str], tiers: tuple[TierReport, ...]) -> list[str]:
+    """``notes`` without a search note about a tier that the returned plan's own value
+    shows optimal (the model's value can be looser than the plan's, e.g. a spread counted
+    from an untightened ``uses`` variable: "no better solution" is then stale)."""
+    optimal = {t.name for t in tiers if t.status == "optimal"}
+    return [
+        n
+        for n in notes
+        if not (
+            n.startswith("tier ")
+            and n.endswith(": no better solution within its time share")
+            and n.removeprefix("tier ").split(":", 1)[0] in optimal
+        )
+    ]
 
 
 def _with_reservations(snapshot: Snapshot, plan: Plan) -> Plan:

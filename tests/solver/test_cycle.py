@@ -193,3 +193,24 @@ def test_identical_one_pod_gangs_with_a_role_level_are_not_held_to_one_domain() 
     assert result.score["p0.pods"] == 2
     tiers = {t.name: t for t in result.plan.summary.tiers}
     assert tiers["p0.gpu_milli"].value == tiers["p0.gpu_milli"].bound == 2000
+
+
+def test_a_search_note_about_a_tier_the_plan_shows_optimal_is_dropped() -> None:
+    # the model left locality.spine at -1 ("no better solution"), but the returned plan's
+    # own value is 0 = its bound: the tier is optimal and the note is stale
+    from gangplan.models import TierReport
+    from gangplan.solver.cycle import _current
+
+    tiers = (
+        TierReport(name="locality.spine", value=0, bound=0, gap=0.0, status="optimal"),
+        TierReport(name="locality.leaf", value=-2, bound=0, gap=1.0, status="feasible"),
+    )
+    notes = [
+        "aggregated mode: ...",
+        "tier locality.spine: no better solution within its time share",
+        "tier locality.leaf: no better solution within its time share",
+    ]
+    assert _current(notes, tiers) == [
+        "aggregated mode: ...",
+        "tier locality.leaf: no better solution within its time share",
+    ]
