@@ -421,8 +421,8 @@ def status_line(
         # CP-SAT did not search (no time left for its model, or its build stopped): the
         # notes say why
         return (
-            f"placer {s.placer}: status incumbent — CP-SAT's model was not solved{within} "
-            f"(see the notes); the {base} plan is returned; {took}"
+            f"placer {s.placer}: status incumbent — CP-SAT's model was not solved (see the "
+            f"notes); the {base} plan is returned; {took}"
         )
     if s.status == "incumbent":
         return (

@@ -349,9 +349,14 @@ def _incumbent(
             predicted = first_cost * ratio
             room = _room(budget, keep, best.check_cost)
             if predicted > room:
+                left = (
+                    f"the {room:.3g} s left of the budget"
+                    if room > 0
+                    else f"the budget ({budget.elapsed():.3g} s of {budget.limit:g} s spent)"
+                )
                 notes.append(
                     f"baseline {name} skipped: its predicted cost ({predicted:.3g} s) does not "
-                    f"fit the {max(0.0, room):.3g} s left of the budget"
+                    f"fit {left}"
                 )
                 continue
             if model_need is not None and predicted > room - model_need:

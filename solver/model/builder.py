@@ -35,7 +35,7 @@ from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
 from gangplan.solver.model.neighbourhood import MIN_DECISIONS as LNS_MIN_DECISIONS
 from gangplan.solver.model.neighbourhood import Neighbourhoods, Pace, StepLimits, improve
-from gangplan.solver.model.objective import PROJECT_FROM, build_terms
+from gangplan.solver.model.objective import PROJECT_FROM, BuildStopped, build_terms
 from gangplan.solver.model.preemption import after_state, evicted_pods, plan_evictions
 from gangplan.solver.model.variables import Solution, Variables
 from gangplan.solver.result import CycleStatus, SolverConfig
@@ -199,7 +199,7 @@ def solve_model(
 
     build_s = BUILD_SHARE * budget_s
 
-    def too_big(after: str, share: float = 1.0) -> ModelOutcome | None:
+    def too_big(after: str, share: float = 1.0) -> tuple[ModelOutcome, str] | None:
         # the build stops as soon as the model passes MAX_VARIABLES or (wall-clock mode) the
         # build alone has used its share of the budget: a large cycle must not spend its
         # time building a model it cannot solve. A group built in steps is projected to its
@@ -220,40 +220,38 @@ def solve_model(
         why = (
             f"{n:,} variables, over {MAX_VARIABLES:,}"
             if n > MAX_VARIABLES
-            else f"{ahead}{took_end:.3g} s, over the {build_s:.3g} s the build may take of the "
-            f"model's {budget_s:.3g} s"
+            else f"{ahead}{took_end:.2f} s, over the {build_s:.2f} s the build may take of the "
+            f"model's {budget_s:.2f} s"
         )
-        where = f"after {after}" if share >= 1.0 else f"{share:.0%} into {after}"
-        return ModelOutcome(
+        where = f"after {after}" if share >= 1.0 else f"{int(100 * share)}% into {after}"
+        outcome = ModelOutcome(
             CycleStatus.INCUMBENT,
             None,
             model_size={"variables": n, "items": len(ix.items), "blocks": len(ix.blocks)},
             notes=[*notes, f"model build stopped {where} ({why}); incumbent returned"],
             parts={"model": took},
         )
+        return outcome, why
 
     for family in Constraints.FAMILIES:
         constraints.add(family)
         stopped = too_big(f"family {family}")
         if stopped is not None:
-            return stopped
+            return stopped[0]
     prev_pods = len(previous.pods) if previous is not None else 0
-
-    class _Stopped(Exception):
-        def __init__(self, outcome: ModelOutcome) -> None:
-            self.outcome = outcome
 
     def check(after: str, share: float) -> None:
         out = too_big(f"the objective's {after}", share)
         if out is not None:
-            raise _Stopped(out)
+            raise BuildStopped(out[1], out[0])
 
     try:
         terms = build_terms(
             model, ix, v, ctx.shares, prev_pods, after_each=check, max_variables=MAX_VARIABLES
         )
         check("last terms", 1.0)
-    except _Stopped as stop_build:
+    except BuildStopped as stop_build:
+        assert isinstance(stop_build.outcome, ModelOutcome)
         return stop_build.outcome
     notes += [t.note for t in terms if t.note]
     proto = model.proto

@@ -320,8 +320,8 @@ def build_index(
         # whole blocks are kept or cut, so that an item still may use all or none of a block
         _prune(items, state, node_names, incumbent or [], config.max_pairs, block_of_node)
         notes.append(
-            f"candidates pruned: {total} item-node pairs cut to "
-            f"{sum(len(it.candidates) for it in items)} (incumbent's nodes and best-fitting "
+            f"candidates pruned: {total:,} item-node pairs cut to "
+            f"{sum(len(it.candidates) for it in items):,} (incumbent's nodes and best-fitting "
             f"{'nodes' if exact else 'blocks'} kept); the model may miss a better plan"
         )
     if not exact:

@@ -50,7 +50,7 @@ from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Variables
 from gangplan.solver.score import score_names
 
-__all__ = ["ObjectiveTerm", "build_terms"]
+__all__ = ["BuildStopped", "ObjectiveTerm", "build_terms"]
 
 
 @dataclass
@@ -71,13 +71,20 @@ class ObjectiveTerm:
     """why a term that could be modelled was left out (the cycle's notes say it)"""
 
 
+class BuildStopped(Exception):
+    """Raised by a build's check (``after_each`` of :func:`build_terms`) to stop the build:
+    ``why`` (e.g. "on course for 15.01 s, over the 13.41 s the build may take"), and the
+    builder's ``outcome`` to return."""
+
+    def __init__(self, why: str, outcome: object = None) -> None:
+        super().__init__(why)
+        self.why, self.outcome = why, outcome
+
+
 PROJECT_FROM = 0.1
 """A group of objective terms built node by node (expected fragmentation) is projected to
-its end once this share of its work is built (:func:`_fragmentation_work`)."""
-PROJECT_MARGIN = 1.25
-"""With a saved copy, the projection leaves the term out early only when it passes the
-bound by this factor; nearer the bound the build goes on, and leaves the term out if the
-model does pass it (the copy makes that safe; a projection errs with uneven nodes)."""
+its end in time once this share of its work is built (:func:`_fragmentation_work`; the
+builder's ``too_big``)."""
 VARIABLES_PER_WORK = 1
 """Variables per unit of :func:`_fragmentation_work`, which bounds them from above (on
 openb the term had 0.47 variables per unit): a term whose start plus this many per unit
@@ -100,8 +107,10 @@ def build_terms(
     (1.0 once it is built; a long group calls it as it goes), so the builder can stop a
     model that grows, or is on course to grow, past its bounds by raising from it.
     ``max_variables``: the model's bound; the expected-fragmentation term is left out of
-    the model (derived from the plan afterwards, with a note) when it alone is on course
-    past it, so the entries above and below it are still optimised."""
+    the model (derived from the plan afterwards, with a note) when it would take the model
+    past it, so the entries above and below it are still optimised. That term is built
+    last (the returned list is in the score's order whatever the build order), so its
+    decision sees every other term."""
     terms: dict[str, ObjectiveTerm] = {}
     check = after_each or (lambda _name, _share: None)
     _fairness_and_throughput(model, ix, v, shares, terms)
@@ -109,11 +118,12 @@ def build_terms(
     _lost_throughput(ix, v, terms)
     _locality(model, ix, v, terms)
     check("locality", 1.0)
-    _expected_fragmentation(model, ix, v, terms, check, max_variables)
-    check("expected fragmentation", 1.0)
     _fragmentation(model, ix, v, terms)
     _evictions(ix, v, terms)
     _stability(model, ix, v, terms, previous_pods)
+    check("fragmentation, evictions and stability", 1.0)
+    _expected_fragmentation(model, ix, v, terms, check, max_variables)
+    check("expected fragmentation", 1.0)
     out = []
     for name in score_names(ix.snapshot, ix.ctx.topo):
         out.append(terms.get(name, ObjectiveTerm(name, None, 0, modelled=False)))
@@ -680,8 +690,7 @@ def _expected_fragmentation(
 
     Where the term could take the model past ``max_variables`` (its work bounds its size,
     :func:`_fragmentation_work`), it is built from a saved copy of the model; when the model
-    passes the bound, or once a tenth of the term is built (:data:`PROJECT_FROM`) the
-    projected end does, the model is restored to the copy and the term left out
+    passes the bound, the model is restored to the copy and the term left out
     (``modelled=False``, a note): on openb's 1,523 nodes with GPU shares it alone would have
     467,597 variables.
     """
@@ -721,29 +730,38 @@ def _expected_fragmentation(
         value = _NodeFragmentation(model, ix, v, n, memo).value(weights)
         # a model too large stops here, not at the end: a node with GPU shares adds hundreds
         # of variables (milliseconds of building), a check costs about a microsecond
+        now = len(model.proto.variables)
         done += work.get(n, 0)
         share = done / total_work if total_work else 1.0
-        if saved is not None and max_variables is not None:
-            now = len(model.proto.variables)
-            end = int(start + (now - start) / share) if share >= PROJECT_FROM else now
-            if now > max_variables or end > PROJECT_MARGIN * max_variables:
-                model.proto.copy_from(saved.proto)
-                model.rebuild_constant_map()
-                v.forget_from(start)
-                terms[name] = ObjectiveTerm(
-                    name,
-                    None,
-                    0,
-                    modelled=False,
-                    note=(
-                        f"{name} left out of the model: {share:.0%} into it, the model "
-                        f"{'was on course for' if share < 1.0 else 'had'} {end:,} variables, "
-                        f"over its bound of {max_variables:,}; the entry is scored after the "
-                        "solve, and the entries below it are optimised without it"
-                    ),
-                )
-                return
-        check("expected fragmentation", share)
+        # left out when the model passes the bound (its real size, not a projection: nodes
+        # of one kind first make any projection from them err), or when the builder's check
+        # would stop the build for time: the rest of the model may still be solved
+        why = None
+        if saved is not None and max_variables is not None and now > max_variables:
+            why = f"the model had {now:,} variables, over its bound of {max_variables:,}"
+        else:
+            try:
+                check("expected fragmentation", share)
+            except BuildStopped as stop:
+                if saved is None:
+                    raise
+                why = f"its build was {stop.why}"
+        if why is not None and saved is not None:
+            model.proto.copy_from(saved.proto)
+            model.rebuild_constant_map()
+            v.forget_from(start)
+            terms[name] = ObjectiveTerm(
+                name,
+                None,
+                0,
+                modelled=False,
+                note=(
+                    f"{name} left out of the model: {int(100 * share)}% into it, {why}; "
+                    "the entry is scored after the solve, and the entries below it are "
+                    "optimised without it"
+                ),
+            )
+            return
         const += value.const
         var_terms += value.terms
     expr = (

@@ -400,7 +400,7 @@ def test_baseline_incumbent_and_fallback_say_whose_plan_is_returned() -> None:
     )
     line = status_line(unsolved, 0.5)
     assert "found no plan" not in line
-    assert "CP-SAT's model was not solved within the cycle's 0.5 s limit (see the notes)" in line
+    assert "CP-SAT's model was not solved (see the notes)" in line
     assert "the fgd plan is returned" in line
     searched = unsolved.model_copy(update={"parts": {"baseline.fgd": 0.4, "search": 4.0}})
     assert "CP-SAT found no plan better than the fgd plan" in status_line(searched, 5)

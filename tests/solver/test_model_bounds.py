@@ -110,6 +110,44 @@ def _shares_snapshot(whole_first: int = 0):  # type: ignore[no-untyped-def]
     )[0]
 
 
+def _sparse_after_snapshot():  # type: ignore[no-untyped-def]
+    # 4 nodes of 4 GPUs of model A where shares go, first in node order, then 60 nodes of 8
+    # GPUs of model B for one-GPU pods: the term's first nodes are dense, the rest sparse
+    nodes = [
+        {"name": f"a{i:02d}", "gpu_model": "A", "allocatable": {GPU: 4, "cpu": 32}}
+        for i in range(4)
+    ] + [
+        {"name": f"m{i:02d}", "gpu_model": "B", "allocatable": {GPU: 8, "cpu": 64}}
+        for i in range(60)
+    ]
+    gangs = [
+        {
+            "name": f"s{i}",
+            "queue": "q",
+            "gpu_models": ["A"],
+            "roles": [{"name": "w", "count": 1, "requests": {GPU: m / 1000, "cpu": 1}}],
+        }
+        for i, m in enumerate([250, 500, 750, 250])
+    ] + [
+        {
+            "name": f"w{i}",
+            "queue": "q",
+            "gpu_models": ["B"],
+            "roles": [{"name": "w", "count": 1, "requests": {GPU: 1, "cpu": 1}}],
+        }
+        for i in range(2)
+    ]
+    return load_instance(
+        {
+            "apiVersion": "gangplan.io/v1alpha1",
+            "kind": "Instance",
+            "nodes": nodes,
+            "queues": [{"name": "q"}],
+            "gangs": gangs,
+        }
+    )[0]
+
+
 def _fragmentation_term(
     monkeypatch: pytest.MonkeyPatch, whole_first: int = 0
 ) -> tuple[int, int, int]:
@@ -145,12 +183,14 @@ def test_a_term_that_takes_the_model_past_the_bound_is_left_out(
 ) -> None:
     # the term would take the model past its bound: it is left out, and the rest of the
     # model is built and solved (all 24 shares fit, 10,000 milli-GPU: 40 x 4 free GPUs).
-    # far: the bound is just below the term's end (left out by the projection at a
-    # tenth); near: 5 variables above the model without the term, which the term passes
-    # before a tenth of it is built
+    # far: one below the whole model (the term is built last, so its end is the whole
+    # model's size); near: 5 variables above the model without the term, which the term
+    # passes before a tenth of it is built
     start, end, whole = _fragmentation_term(monkeypatch)
+    assert end == whole
     rest = whole - (end - start)
-    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1 if past == "far" else rest + 5)
+    bound = {"far": end - 1, "near": rest + 5}[past]
+    monkeypatch.setattr(builder, "MAX_VARIABLES", bound)
     s = _shares_snapshot()
     result = solve_cycle(s, None, SHORT)
     assert result.status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)
@@ -184,17 +224,63 @@ def test_without_a_saved_copy_a_term_past_the_bound_stops_the_build(
     assert verify(s, result.plan) == []
 
 
-@pytest.mark.parametrize("whole_first", [0, 20])
+@pytest.mark.parametrize("order", ["alike", "sparse first", "dense first"])
 def test_a_model_within_the_bound_is_built_whole(
-    monkeypatch: pytest.MonkeyPatch, whole_first: int
+    monkeypatch: pytest.MonkeyPatch, order: str
 ) -> None:
-    # at a bound equal to the whole model, nothing is stopped or left out, also when 20
-    # nodes of another kind (8 whole GPUs, no shares) come first in node order and the
-    # projection from them errs
-    _start, _end, whole = _fragmentation_term(monkeypatch, whole_first)
+    # at a bound equal to the whole model, nothing is stopped or left out, also when nodes
+    # of another cost come first in node order: 20 nodes of 8 whole GPUs before the share
+    # nodes (sparse first), or 4 share nodes before 60 nodes of whole GPUs (dense first)
+    import gangplan.solver.model.objective as objective
+
+    make = {
+        "alike": lambda: _shares_snapshot(),
+        "sparse first": lambda: _shares_snapshot(20),
+        "dense first": _sparse_after_snapshot,
+    }[order]
+    seen: dict[str, int] = {}
+    original = objective._expected_fragmentation
+
+    def recorded(model, ix, v, terms, check, limit):  # type: ignore[no-untyped-def]
+        original(model, ix, v, terms, check, limit)
+        seen["end"] = len(model.proto.variables)
+
+    with monkeypatch.context() as m:
+        m.setattr(objective, "_expected_fragmentation", recorded)
+        whole = solve_cycle(make(), None, SHORT).model_size["variables"]
     monkeypatch.setattr(builder, "MAX_VARIABLES", whole)
-    s = _shares_snapshot(whole_first)
+    s = make()
     result = solve_cycle(s, None, SHORT)
     assert not _stopped(result) and not _left_out(result), result.plan.summary.notes
     assert result.model_size["variables"] == whole
+    assert verify(s, result.plan) == []
+
+
+def test_a_term_whose_build_would_take_too_long_is_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the builder's check stops the build for time half way into the term (as a wall-clock
+    # projection would): with a saved copy the term is left out and the rest solved
+    import gangplan.solver.model.objective as objective
+
+    start, end, whole = _fragmentation_term(monkeypatch)
+    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1)  # the term's size is at risk
+    original = objective._expected_fragmentation
+
+    def slow(model, ix, v, terms, check, limit):  # type: ignore[no-untyped-def]
+        def timed(name: str, share: float) -> None:
+            if 0.5 <= share < 1.0:
+                raise objective.BuildStopped("on course for 9.00 s, over the 7.00 s it may take")
+            check(name, share)
+
+        original(model, ix, v, terms, timed, limit)
+
+    monkeypatch.setattr(objective, "_expected_fragmentation", slow)
+    s = _shares_snapshot()
+    result = solve_cycle(s, None, SHORT)
+    notes = _left_out(result)
+    assert len(notes) == 1 and "its build was on course for 9.00 s" in notes[0], notes
+    assert not _stopped(result)
+    assert result.model_size["variables"] == whole - (end - start)
+    assert len(result.plan.pods) == 24
     assert verify(s, result.plan) == []
