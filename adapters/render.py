@@ -336,7 +336,7 @@ def _queue_section(st: PlanStats, width: int, show_all: bool) -> list[_Line]:
     shown = st.queues if show_all else st.queues[:ROW_CAP]
     header = ("queue", "running", "placed", "share", "fair target (class)")
     rows = [
-        (name, f"{run:g}", f"{placed:g}", f"{share:.1f}%", target)
+        (name, _gpus(run), _gpus(placed), f"{share:.1f}%", target)
         for name, run, placed, share, target in shown
     ]
     head, *body = _columns(header, rows, right={1, 2, 3}, width=width)

@@ -199,7 +199,7 @@ def solve_model(
 
     build_s = BUILD_SHARE * budget_s
 
-    def too_big(after: str, share: float = 1.0) -> tuple[ModelOutcome, str] | None:
+    def too_big(after: str, share: float = 1.0) -> tuple[ModelOutcome, str, bool] | None:
         # the build stops as soon as the model passes MAX_VARIABLES or (wall-clock mode) the
         # build alone has used its share of the budget: a large cycle must not spend its
         # time building a model it cannot solve. A group built in steps is projected to its
@@ -231,7 +231,7 @@ def solve_model(
             notes=[*notes, f"model build stopped {where} ({why}); incumbent returned"],
             parts={"model": took},
         )
-        return outcome, why
+        return outcome, why, projected and n <= MAX_VARIABLES and took <= build_s
 
     for family in Constraints.FAMILIES:
         constraints.add(family)
@@ -243,7 +243,7 @@ def solve_model(
     def check(after: str, share: float) -> None:
         out = too_big(f"the objective's {after}", share)
         if out is not None:
-            raise BuildStopped(out[1], out[0])
+            raise BuildStopped(out[1], out[0], projection=out[2])
 
     try:
         terms = build_terms(

@@ -73,12 +73,13 @@ class ObjectiveTerm:
 
 class BuildStopped(Exception):
     """Raised by a build's check (``after_each`` of :func:`build_terms`) to stop the build:
-    ``why`` (e.g. "on course for 15.01 s, over the 13.41 s the build may take"), and the
-    builder's ``outcome`` to return."""
+    ``why`` (e.g. "on course for 15.01 s, over the 13.41 s the build may take"), the
+    builder's ``outcome`` to return, and whether the stop is a ``projection`` (the time is
+    not yet spent, so leaving the group being built out can still save the build)."""
 
-    def __init__(self, why: str, outcome: object = None) -> None:
+    def __init__(self, why: str, outcome: object = None, projection: bool = True) -> None:
         super().__init__(why)
-        self.why, self.outcome = why, outcome
+        self.why, self.outcome, self.projection = why, outcome, projection
 
 
 PROJECT_FROM = 0.1
@@ -743,8 +744,8 @@ def _expected_fragmentation(
             try:
                 check("expected fragmentation", share)
             except BuildStopped as stop:
-                if saved is None:
-                    raise
+                if saved is None or not stop.projection:
+                    raise  # the time is spent already: leaving the term out saves nothing
                 why = f"its build was {stop.why}"
         if why is not None and saved is not None:
             model.proto.copy_from(saved.proto)

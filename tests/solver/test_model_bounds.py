@@ -256,21 +256,26 @@ def test_a_model_within_the_bound_is_built_whole(
     assert verify(s, result.plan) == []
 
 
+@pytest.mark.parametrize("projection", [True, False])
 def test_a_term_whose_build_would_take_too_long_is_left_out(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, projection: bool
 ) -> None:
-    # the builder's check stops the build for time half way into the term (as a wall-clock
-    # projection would): with a saved copy the term is left out and the rest solved
+    # the builder's check stops the build for time half way into the term: on a wall-clock
+    # projection, with a saved copy, the term is left out and the rest solved; when the
+    # time is already spent, leaving the term out saves nothing and the build stops
     import gangplan.solver.model.objective as objective
+    from gangplan.solver.model.builder import ModelOutcome
 
     start, end, whole = _fragmentation_term(monkeypatch)
     monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1)  # the term's size is at risk
     original = objective._expected_fragmentation
+    stop = ModelOutcome(CycleStatus.INCUMBENT, None, notes=["model build stopped (here)"])
 
     def slow(model, ix, v, terms, check, limit):  # type: ignore[no-untyped-def]
         def timed(name: str, share: float) -> None:
             if 0.5 <= share < 1.0:
-                raise objective.BuildStopped("on course for 9.00 s, over the 7.00 s it may take")
+                why = "on course for 9.00 s, over the 7.00 s it may take"
+                raise objective.BuildStopped(why, stop, projection=projection)
             check(name, share)
 
         original(model, ix, v, terms, timed, limit)
@@ -278,9 +283,13 @@ def test_a_term_whose_build_would_take_too_long_is_left_out(
     monkeypatch.setattr(objective, "_expected_fragmentation", slow)
     s = _shares_snapshot()
     result = solve_cycle(s, None, SHORT)
+    assert verify(s, result.plan) == []
+    if not projection:
+        assert result.status is CycleStatus.INCUMBENT and not _left_out(result)
+        assert "model build stopped (here)" in result.plan.summary.notes
+        return
     notes = _left_out(result)
     assert len(notes) == 1 and "its build was on course for 9.00 s" in notes[0], notes
     assert not _stopped(result)
     assert result.model_size["variables"] == whole - (end - start)
     assert len(result.plan.pods) == 24
-    assert verify(s, result.plan) == []
