@@ -35,6 +35,7 @@ __all__ = [
     "counted",
     "echo_warnings",
     "emit_instance",
+    "fill80",
     "guard_output",
     "instance_output",
     "main",
@@ -130,14 +131,14 @@ def emit_instance(result: Converted, output: Path | None) -> None:
     text = instance_text(result.data, fmt)
     if output is None:
         click.echo(text, nl=False)
-        click.echo(_fill80(f"instance: {result.summary()}"), err=True)
+        click.echo(fill80(f"instance: {result.summary()}"), err=True)
     else:
         with user_errors(counted=False):
             write_output(output, text)
-        click.echo(_fill80(f"wrote {output}: {result.summary()}"), err=True)
+        click.echo(fill80(f"wrote {output}: {result.summary()}"), err=True)
 
 
-def _fill80(text: str) -> str:
+def fill80(text: str) -> str:
     """``text`` wrapped at 80 columns, continuation lines indented 2 (words never broken)."""
     return textwrap.fill(text, 80, subsequent_indent="  ", break_long_words=False)
 

@@ -17,6 +17,7 @@ from gangplan.adapters.cli.common import (
     UserError,
     counted,
     echo_warnings,
+    fill80,
     guard_output,
     main,
     user_errors,
@@ -50,14 +51,7 @@ def validate(instance: Path | None) -> None:
             (len(warnings), "warning"),
         )
     )
-    click.echo(
-        textwrap.fill(
-            f"{instance or 'default instance'}: valid — {counts}",
-            80,
-            subsequent_indent="  ",
-            break_long_words=False,
-        )
-    )
+    click.echo(fill80(f"{instance or 'default instance'}: valid — {counts}"))
 
 
 @main.command()
