@@ -9,7 +9,8 @@ solve``, ``replan`` and ``serve``. ``config.time_limit_s`` bounds all of it
    first (:func:`~gangplan.solver.baselines.first_baseline`), then cheapest first
    (:data:`~gangplan.solver.baselines.EXPECTED_COST`); the first always runs, so there is
    always a verified plan; a later one whose predicted cost (the first's measured cost times
-   the ratio of expected costs) does not fit what is left is skipped, and the notes say so;
+   the ratio of expected costs) does not fit what is left (the checks kept) is skipped, and
+   the notes say so;
    so is one that would leave CP-SAT less than its predicted build plus
    :data:`SEARCH_SHARE` of the budget, when CP-SAT could run after the first (not where
    pods ask GPU shares: :data:`MODEL_COST` is calibrated on whole GPUs);
@@ -67,7 +68,8 @@ MIN_SEARCH_S = 0.05
 CP-SAT is not started: the incumbent is returned."""
 CHECK_RESERVE = 2
 """Checks kept in reserve after the baselines, each as long as the first baseline's: CP-SAT's
-plan, turned into pods, then verified and scored."""
+plan, turned into pods, then verified and scored. When CP-SAT cannot run (what is left does
+not fit its predicted build), a later baseline needs only one of them, its own."""
 SEARCH_SHARE = 0.3
 """With CP-SAT able to run after the first baseline, a later baseline runs only if it leaves
 the model's predicted build (:data:`MODEL_COST`) plus this share of the budget for the search
@@ -348,6 +350,9 @@ def _incumbent(
             ratio = EXPECTED_COST.get(name, 1.0) / EXPECTED_COST.get(order[0], 1.0)
             predicted = first_cost * ratio
             room = _room(budget, keep, best.check_cost)
+            if room < MODEL_COST * first_cost + MIN_SEARCH_S:
+                # CP-SAT cannot run: of the reserved checks only the winner's is left to do
+                room += (CHECK_RESERVE - 1) * best.check_cost
             if predicted > room:
                 left = (
                     f"the {room:.3g} s left of the budget"

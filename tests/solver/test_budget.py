@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from gangplan.adapters.traces.generate import generate_fat_tree
-from gangplan.models import Snapshot
-from gangplan.solver.baselines import BASELINES, EXPECTED_COST
+from gangplan.models import Eviction, PodPlacement, Snapshot
+from gangplan.solver import cycle
+from gangplan.solver.baselines import BASELINES, EXPECTED_COST, first_baseline
 from gangplan.solver.budget import Budget
+from gangplan.solver.context import CycleContext
 from gangplan.solver.cycle import solve_cycle
 from gangplan.solver.result import CycleStatus, SolverConfig
-from gangplan.solver.verify import verify
+from gangplan.solver.verify import Violation, verify
 
 
 def _instance(seed: int = 3) -> Snapshot:
@@ -168,3 +171,49 @@ def test_the_first_baseline_is_the_one_likely_best() -> None:
     )
     shared = [gang("a", 2, 1, topology={"required": "leaf"}), gang("b", 1, "500m")]
     assert first_baseline(snap(shared)) == "fgd"
+
+
+# --------------------------------------------------------------------------- baselines' reserve
+
+
+def _clocked(
+    monkeypatch: pytest.MonkeyPatch, limit: float, costs: dict[str, float], verify_s: float
+) -> list[float]:
+    """A cycle on a fake clock: each baseline takes ``costs[name]`` s, each verification
+    ``verify_s`` s, everything else nothing."""
+    now = [0.0]
+    real_baseline, real_verify = cycle._baseline, cycle.verify
+
+    def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Eviction]]:
+        now[0] += costs[name]
+        return real_baseline(ctx, name)
+
+    def verify_(*args: Any, **kwargs: Any) -> list[Violation]:
+        now[0] += verify_s
+        return real_verify(*args, **kwargs)
+
+    monkeypatch.setattr(cycle, "_baseline", baseline)
+    monkeypatch.setattr(cycle, "verify", verify_)
+    monkeypatch.setattr(cycle, "_budget_of", lambda cfg: Budget(limit, clock=lambda: now[0]))
+    return now
+
+
+def test_a_later_baseline_keeps_only_its_own_check_when_cp_sat_cannot_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = _instance()
+    assert first_baseline(s) == "greedy"  # no gang prefers a level: greedy, fgd, topology-fit
+    # 1 s: greedy 0.3 s, its check 0.1 s; 0.1 s kept for the reasons. Left with two checks
+    # kept: 1 - 0.4 - 0.1 - 0.2 = 0.3 s, short of CP-SAT's build (2.5 x 0.3 s). fgd's
+    # predicted cost is 0.3 x 1.2 = 0.36 s: over 0.3 s, within the 0.4 s left with its own
+    # check kept. After it, 1 - 0.76 - 0.1 - 0.1 = 0.04 s: topology-fit (0.42 s) is skipped.
+    costs = {"greedy": 0.3, "fgd": 0.36, "topology-fit": 0.42}
+    now = _clocked(monkeypatch, 1.0, costs, verify_s=0.1)
+    r = solve_cycle(s, None, SolverConfig(time_limit_s=1.0, interruptible=False))
+    assert list(r.baseline_scores) == ["greedy", "fgd"]
+    assert any(n.startswith("baseline topology-fit skipped") for n in r.notes), r.notes
+    assert any(n.startswith("no time left for CP-SAT") for n in r.notes), r.notes
+    assert now[0] <= 1.0  # at most the winner's verification after fgd
+    assert verify(s, r.plan) == []
+    best = max(r.baseline_scores.values())
+    assert r.score == best
