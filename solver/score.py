@@ -67,7 +67,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import total_ordering
 
-from gangplan.models import GPU_MILLI, Plan, RunningPod, Snapshot, growing_nodes
+from gangplan.models import GPU_MILLI, Gang, Plan, RunningPod, Snapshot, growing_nodes
 from gangplan.models.quantity import CPU
 from gangplan.solver.fairness import FairShares, fair_shares
 from gangplan.solver.fragmentation import Workload, shape_fragmentation
@@ -77,6 +77,7 @@ __all__ = [
     "EVICTION_ENTRIES",
     "Score",
     "expected_fragmentation",
+    "gang_locality",
     "score",
     "score_classes",
     "score_names",
@@ -248,32 +249,13 @@ def score(
             (f"p{c}.pods", pods),
         ]
 
-    preferred = 0
-    per_level = {lv: 0 for lv in topo.all_levels}
+    locality = [0] * (1 + len(topo.all_levels))
     growing = growing_nodes(snapshot)
     for key, placed in pods_by_gang.items():
-        gang = gangs[key]
-        base = growing.get(key, [])
-        if len(placed) < 2 and not base:
-            continue
-        pref = gang.topology.preferred if gang.topology else None
-        for lv in topo.all_levels:
-            # a growth gang: the domains its new pods add to its running pods' (the whole
-            # gang's count less a constant no plan changes; models/elastic.py)
-            spread = _domains_used(topo, [*base, *(n for _, n in placed)], lv) - (
-                _domains_used(topo, base, lv) if base else 1
-            )
-            if lv == pref:
-                preferred -= spread
-            else:
-                per_level[lv] -= spread
-        for role in gang.roles:
-            rpref = role.topology.preferred if role.topology else None
-            nodes = [n for r, n in placed if r == role.name]
-            if rpref is not None and len(nodes) > 1:
-                preferred -= _domains_used(topo, nodes, rpref) - 1
-    entries.append(("locality.preferred", preferred))
-    entries += [(f"locality.{lv}", v) for lv, v in per_level.items()]
+        for i, v in enumerate(gang_locality(topo, gangs[key], placed, growing.get(key, []))):
+            locality[i] += v
+    entries.append(("locality.preferred", locality[0]))
+    entries += [(f"locality.{lv}", v) for lv, v in zip(topo.all_levels, locality[1:], strict=True)]
 
     taken = _gpu_taken(snapshot, plan, lost.pods)
     partly_nodes = 0
@@ -383,6 +365,43 @@ def _take_gpus(frees: dict[str, int], gpu: int, named: tuple[str, ...]) -> None:
         devices = [d for d, f in frees.items() if f == GPU_MILLI][: gpu // GPU_MILLI]
     for d in devices:
         frees[d] -= GPU_MILLI
+
+
+def gang_locality(
+    topo: Topology, gang: Gang, placed: Sequence[tuple[str, str]], base: Sequence[str] = ()
+) -> tuple[int, ...]:
+    """One gang's share of the locality entries (module docstring, entry 2), in their order
+    (``locality.preferred``, then each of ``topo.all_levels``): the entries are these summed
+    over the admitted gangs, so a gang whose own tuple grows (lexicographically) raises the
+    entries, the others' unchanged.
+
+    Args:
+        topo: the cluster's topology.
+        gang: the gang.
+        placed: its admitted pods in the plan, as (role name, node name).
+        base: a growth gang's running pods' nodes (``models/elastic.py``), else empty.
+
+    Returns:
+        ``1 + len(topo.all_levels)`` integers, each zero or negative (domains used beyond
+        the first, per entry); all zero for a gang of fewer than two pods.
+    """
+    out = [0] * (1 + len(topo.all_levels))
+    if len(placed) < 2 and not base:
+        return tuple(out)
+    pref = gang.topology.preferred if gang.topology else None
+    for i, lv in enumerate(topo.all_levels):
+        # a growth gang: the domains its new pods add to its running pods' (the whole
+        # gang's count less a constant no plan changes; models/elastic.py)
+        spread = _domains_used(topo, [*base, *(n for _, n in placed)], lv) - (
+            _domains_used(topo, list(base), lv) if base else 1
+        )
+        out[0 if lv == pref else 1 + i] -= spread
+    for role in gang.roles:
+        rpref = role.topology.preferred if role.topology else None
+        nodes = [n for r, n in placed if r == role.name]
+        if rpref is not None and len(nodes) > 1:
+            out[0] -= _domains_used(topo, nodes, rpref) - 1
+    return tuple(out)
 
 
 def _domains_used(topo: Topology, nodes: list[str], level: str) -> int:
