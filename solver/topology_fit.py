@@ -34,7 +34,7 @@ from gangplan.solver.ranking import DomainCounts, domain_counts
 from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL
 
-__all__ = ["partial_admission_counts", "topology_fit"]
+__all__ = ["partial_admission_counts", "place_counts", "topology_fit"]
 
 
 def _capacity(
@@ -304,6 +304,16 @@ def _topology_fit_gang(
         return pods
     counts = partial_admission_counts(gang, one.fits)
     return None if counts is None else one.place(counts)
+
+
+def place_counts(
+    ctx: CycleContext, state: ClusterState, order: QueueOrder, gang: Gang, counts: dict[str, int]
+) -> list[PodPlacement] | None:
+    """Place ``counts`` pods per role of ``gang`` on ``state`` by topology-fit (the lowest
+    level whose best-fitting domain holds them all, never above a required level; module
+    docstring), within its queue's max as ``order`` counts it; None (state unchanged) when
+    they do not fit. The pods are named by index, ``0..counts[role]-1``."""
+    return _Gang(ctx, state, order, gang).place(counts)
 
 
 def _place_roles(

@@ -1,0 +1,353 @@
+"""Locality polish: CP-SAT's plan with each spread gang re-placed, where that gathers it.
+
+Locality ranks below every priority class's fairness and throughput (``docs/design.md``,
+the objective), so a search cut short by the cycle's budget may end before its locality
+tier gets time, and the gangs it admitted stay spread over more domains than they need.
+The polish takes the plan's admitted gangs one at a time, in the snapshot's order, those
+with more than one pod and a locality share below zero
+(:func:`~gangplan.solver.score.gang_locality`): it takes the gang's pods off, places the
+same pods again by topology-fit (Kueue's BestFit, lowest level first:
+:func:`~gangplan.solver.topology_fit.place_counts`) on what the rest of the plan leaves,
+and keeps the new placement only when the gang's own locality share is lexicographically
+higher; otherwise the old one is put back, devices and all.
+
+What it cannot change: the same gangs are admitted with the same pods per role, so every
+entry above locality (fairness, GPUs and pods per class) is unchanged; the other gangs'
+pods do not move, so their locality shares are unchanged; the score's locality entries,
+each a sum over gangs, therefore rise. The entries below (fragmentation, stability) may
+fall: they rank lower. The cycle still scores and verifies the polished plan.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from gangplan.models import Gang, PodPlacement, Role, growing_nodes
+from gangplan.solver.context import CycleContext
+from gangplan.solver.queue_order import QueueOrder
+from gangplan.solver.score import gang_locality
+from gangplan.solver.state import ClusterState, DeviceChoice
+from gangplan.solver.topology_fit import place_counts
+from gangplan.topology import NODE_LEVEL, Domain
+
+__all__ = ["Polished", "polish_locality"]
+
+_MAX_EXCHANGED = 8
+"""At most this many of the plan's pods on a node for it to take part in an exchange."""
+
+
+def polish_locality(
+    ctx: CycleContext,
+    pods: list[PodPlacement],
+    *,
+    out_of_time: Callable[[], bool] = lambda: False,
+) -> Polished:
+    """``pods`` with spread gangs gathered (module docstring).
+
+    Args:
+        ctx: the cycle's context (its state: what running pods leave).
+        pods: a plan's placed pods without evictions or reservations, each naming its
+            devices (CP-SAT's, after disaggregation); the plan must fit ``ctx``'s state.
+        out_of_time: asked before each gang; True stops the polish there (the gangs done
+            so far are kept).
+
+    Returns:
+        The pods, in the order given with each gathered gang's pods in place of its old
+        ones, the gangs gathered and the locality entries' rise (:class:`Polished`);
+        ``pods`` unchanged when no gang was gathered, or when a pod does not fit the state
+        (which a verified plan always does).
+    """
+    snapshot = ctx.snapshot
+    gangs = snapshot.gang_by_key
+    by_gang: dict[str, list[PodPlacement]] = {}
+    for p in pods:
+        by_gang.setdefault(p.gang_key, []).append(p)
+    growing = growing_nodes(snapshot)
+    spread = [
+        gangs[key]
+        for key, placed in by_gang.items()
+        if len(placed) > 1
+        and key not in growing
+        and min(gang_locality(ctx.topo, gangs[key], _roles_nodes(placed)), default=0) < 0
+    ]
+    unchanged = Polished(pods, (), (0,) * (1 + len(ctx.topo.all_levels)))
+    if not spread:
+        return unchanged
+    plan = _Plan.of(ctx, pods, by_gang, growing)
+    if plan is None:
+        return unchanged
+    gathered: list[str] = []
+    rise = [0] * (1 + len(ctx.topo.all_levels))
+    for gang in spread:
+        if out_of_time():
+            break
+        before = plan.locality(gang)
+        if plan.exchange_in(gang) or plan.place_again(gang):
+            gathered.append(gang.key)
+            for i, (a, b) in enumerate(zip(before, plan.locality(gang), strict=True)):
+                rise[i] += b - a
+    if not gathered:
+        return unchanged
+    out: list[PodPlacement] = []
+    done: set[str] = set()
+    for p in pods:
+        if p.gang_key not in done:
+            done.add(p.gang_key)
+            out.extend(plan.by_gang[p.gang_key])
+    return Polished(out, tuple(gathered), tuple(rise))
+
+
+@dataclass(frozen=True)
+class Polished:
+    """What :func:`polish_locality` returns."""
+
+    pods: list[PodPlacement]
+    """the plan's pods, gathered gangs' pods in place of their old ones"""
+    gathered: tuple[str, ...]
+    """the keys of the gangs gathered, in the order done"""
+    rise: tuple[int, ...]
+    """how much each locality entry rose (``locality.preferred``, then each level of
+    ``topo.all_levels``): each zero or the first nonzero one positive"""
+
+    @property
+    def first_raised(self) -> int | None:
+        """The index among the locality entries of the first that rose, None if none."""
+        return next((i for i, v in enumerate(self.rise) if v), None)
+
+
+class _Plan:
+    """The plan being polished: its pods by gang and by node, and the state they leave."""
+
+    def __init__(
+        self,
+        ctx: CycleContext,
+        state: ClusterState,
+        by_gang: dict[str, list[PodPlacement]],
+        growing: Mapping[str, object],
+    ):
+        self.ctx, self.state, self.by_gang = ctx, state, by_gang
+        self._order: QueueOrder | None = None
+        self.growing = growing
+        self.gangs = ctx.snapshot.gang_by_key
+        self.on_node: dict[str, list[PodPlacement]] = {}
+        for placed in by_gang.values():
+            for p in placed:
+                self.on_node.setdefault(p.node, []).append(p)
+
+    @classmethod
+    def of(
+        cls,
+        ctx: CycleContext,
+        pods: list[PodPlacement],
+        by_gang: dict[str, list[PodPlacement]],
+        growing: Mapping[str, object],
+    ) -> _Plan | None:
+        state = ctx.state()
+        gangs = ctx.snapshot.gang_by_key
+        for p in pods:
+            gang = gangs[p.gang_key]
+            if state.place(gang, gang.role(p.role), p.node, p.pod, _choice(p)) is None:
+                return None
+        return cls(ctx, state, by_gang, growing)
+
+    @property
+    def order(self) -> QueueOrder:
+        """The queues' usage with the plan's pods counted (built when first needed: only
+        :meth:`place_again` checks a queue's max)."""
+        if self._order is None:
+            self._order = QueueOrder(self.ctx)
+            for placed in self.by_gang.values():
+                for p in placed:
+                    gang = self.gangs[p.gang_key]
+                    self._order.charge(gang, gang.role(p.role))
+        return self._order
+
+    def locality(self, gang: Gang) -> tuple[int, ...]:
+        """``gang``'s locality share now (:func:`~gangplan.solver.score.gang_locality`)."""
+        return gang_locality(self.ctx.topo, gang, _roles_nodes(self.by_gang[gang.key]))
+
+    def _set(self, gang: Gang, pods: list[PodPlacement]) -> None:
+        for p in self.by_gang[gang.key]:
+            self.on_node[p.node].remove(p)
+        self.by_gang[gang.key] = pods
+        for p in pods:
+            self.on_node.setdefault(p.node, []).append(p)
+
+    # ------------------------------------------------------------------ exchanges
+
+    def exchange_in(self, gang: Gang) -> bool:
+        """Gather ``gang`` into one leaf by exchanges: each of its pods outside the leaf
+        moves to a node of the leaf, the plan's other pods there (each of a one-pod gang)
+        moving to the node it leaves, when every moved pod's node admits it and it fits
+        (:meth:`_exchange`; nodes with the fewest of the plan's pods first). The leaves
+        holding its pods are tried, the one holding most first (then topology order); the
+        first whose exchanges raise the gang's locality share is kept, the others undone."""
+        topo = self.ctx.topo
+        leaf_level = topo.leaf_level
+        if leaf_level is None or _needs_one_node(gang):
+            return False
+        before = self.locality(gang)
+        count = Counter(topo.domain_of(p.node, leaf_level) for p in self.by_gang[gang.key])
+        index = {d: i for i, d in enumerate(topo.domains_at(leaf_level))}
+        leaves = sorted((d for d in count if d is not None), key=lambda d: (-count[d], index[d]))
+        return any(self._gather(gang, leaf, before) for leaf in leaves)
+
+    def _gather(self, gang: Gang, leaf: Domain, before: tuple[int, ...]) -> bool:
+        topo = self.ctx.topo
+        old = self.by_gang[gang.key]
+        members = sorted(
+            topo.nodes_in(leaf),
+            key=lambda n: (len(self.on_node.get(n, ())), self.ctx.node_index[n]),
+        )
+        journal: list[tuple[list[PodPlacement], list[PodPlacement]]] = []
+        new = list(old)
+        for i, p in enumerate(old):
+            if topo.domain_of(p.node, topo.leaf_level or "") == leaf:
+                continue
+            for n in members:
+                got = self._exchange(gang, p, n)
+                if got is not None:
+                    journal.append(got)
+                    new[i] = got[1][0]
+                    break
+        if journal and gang_locality(topo, gang, _roles_nodes(new)) > before:
+            self.by_gang[gang.key] = new
+            return True
+        for taken, added in reversed(journal):
+            self._apply(added, taken)
+        return False
+
+    def _exchange(
+        self, gang: Gang, p: PodPlacement, node: str
+    ) -> tuple[list[PodPlacement], list[PodPlacement]] | None:
+        """Move ``gang``'s pod ``p`` to ``node`` and the plan's other pods on ``node``
+        (each of a one-pod gang, not a growth gang; the gang's own stay) to ``p``'s node,
+        devices chosen again; the pods taken off and the pods placed (``p``'s first), or
+        None with nothing changed."""
+        state = self.state
+        others = [q for q in self.on_node.get(node, ()) if q.gang_key != gang.key]
+        if node == p.node or len(others) > _MAX_EXCHANGED:
+            return None
+        role = gang.role(p.role)
+        if node not in state.candidate_set(gang, role):
+            return None
+        moving: list[tuple[Gang, Role, PodPlacement, str]] = [(gang, role, p, node)]
+        for q in others:
+            other = self.gangs[q.gang_key]
+            if q.gang_key in self.growing or len(self.by_gang[q.gang_key]) != 1:
+                return None
+            other_role = other.role(q.role)
+            if p.node not in state.candidate_set(other, other_role):
+                return None
+            moving.append((other, other_role, q, p.node))
+        for _g, r, q, _to in moving:
+            state.remove(q, r)
+        added: list[PodPlacement] = []
+        for g, r, q, to in moving:
+            placed = state.place(g, r, to, q.pod) if state.fits(g, r, to) else None
+            if placed is None:
+                for a, (_g2, r2, _q2, _t2) in zip(
+                    reversed(added), reversed(moving[: len(added)]), strict=True
+                ):
+                    state.remove(a, r2)
+                for g2, r2, q2, _t2 in moving:
+                    state.place(g2, r2, q2.node, q2.pod, _choice(q2))
+                return None
+            added.append(placed)
+        taken = [q for _g, _r, q, _to in moving]
+        self._record(taken, added)
+        return taken, added
+
+    def _record(self, taken: list[PodPlacement], added: list[PodPlacement]) -> None:
+        """The plan's lists after ``taken`` became ``added`` (the state already changed);
+        a one-pod gang's list is its new pod."""
+        for q in taken:
+            self.on_node[q.node].remove(q)
+        for a in added:
+            self.on_node.setdefault(a.node, []).append(a)
+            if len(self.by_gang[a.gang_key]) == 1:
+                self.by_gang[a.gang_key] = [a]
+
+    def _apply(self, taken: list[PodPlacement], added: list[PodPlacement]) -> None:
+        """Undo an exchange: ``taken`` (its placed pods) off, ``added`` (its pods taken off)
+        back with their devices."""
+        state = self.state
+        roles = [self.gangs[q.gang_key].role(q.role) for q in taken]
+        for q, r in zip(taken, roles, strict=True):
+            state.remove(q, r)
+        for a in added:
+            g = self.gangs[a.gang_key]
+            if (
+                state.place(g, g.role(a.role), a.node, a.pod, _choice(a)) is None
+            ):  # pragma: no cover
+                raise AssertionError(f"pod {a.pod!r} no longer fits node {a.node!r}")
+        self._record(taken, added)
+
+    # ------------------------------------------------------------------ placed again
+
+    def place_again(self, gang: Gang) -> bool:
+        """Take ``gang``'s pods off and place as many per role again by topology-fit; kept
+        when its locality share rises, else the old pods are put back, devices and all."""
+        state, order = self.state, self.order
+        old = self.by_gang[gang.key]
+        before = self.locality(gang)
+        for p in reversed(old):
+            role = gang.role(p.role)
+            state.remove(p, role)
+            order.charge(gang, role, -1)
+        per_role = Counter(p.role for p in old)
+        counts = {r.name: per_role[r.name] for r in gang.roles}
+        new = place_counts(self.ctx, state, order, gang, counts)
+        if new is not None and gang_locality(self.ctx.topo, gang, _roles_nodes(new)) > before:
+            self._set(gang, _named_as(new, old))
+            return True
+        for p in reversed(new or []):
+            role = gang.role(p.role)
+            state.remove(p, role)
+            order.charge(gang, role, -1)
+        for p in old:
+            role = gang.role(p.role)
+            if state.place(gang, role, p.node, p.pod, _choice(p)) is None:  # pragma: no cover
+                raise AssertionError(f"pod {p.pod!r} no longer fits node {p.node!r}")
+            order.charge(gang, role)
+        return False
+
+
+def _needs_one_node(gang: Gang) -> bool:
+    """Whether the gang, or one of its roles, requires the ``node`` level (its pods then
+    stay together: a swap would split them)."""
+    levels = [gang.topology.required if gang.topology else None]
+    levels += [r.topology.required if r.topology else None for r in gang.roles]
+    return NODE_LEVEL in levels
+
+
+def _moved(p: PodPlacement, to: PodPlacement) -> PodPlacement:
+    """``p`` on ``to``'s node with ``to``'s devices."""
+    return p.model_copy(
+        update={"node": to.node, "gpus": to.gpus, "gpu_milli": to.gpu_milli, "nics": to.nics}
+    )
+
+
+def _roles_nodes(pods: list[PodPlacement]) -> list[tuple[str, str]]:
+    return [(p.role, p.node) for p in pods]
+
+
+def _choice(p: PodPlacement) -> DeviceChoice:
+    return DeviceChoice(p.gpus, p.gpu_milli, p.nics)
+
+
+def _named_as(new: list[PodPlacement], old: list[PodPlacement]) -> list[PodPlacement]:
+    """``new`` with the pod names of ``old``, role by role (a placer names an elastic gang's
+    pods by index; the plan's own names are kept)."""
+    names: dict[str, list[str]] = {}
+    for p in old:
+        names.setdefault(p.role, []).append(p.pod)
+    taken: Counter[str] = Counter()
+    out = []
+    for p in new:
+        name = names[p.role][taken[p.role]]
+        taken[p.role] += 1
+        out.append(p if p.pod == name else p.model_copy(update={"pod": name}))
+    return out

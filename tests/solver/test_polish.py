@@ -1,0 +1,240 @@
+"""The locality polish (``solver/polish.py``): a spread gang gathered by exchanges or placed
+again, worked out by hand on the 8-node fat-tree of ``tests/conftest.py``; on generated
+instances, every polished plan verifies and its score keeps every entry above locality and
+raises locality (the independent score is the judge)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gangplan.adapters.traces.generate import generate_fat_tree
+from gangplan.models import Plan, Snapshot, TierReport
+from gangplan.solver.baselines import BASELINES
+from gangplan.solver.context import CycleContext
+from gangplan.solver.cycle import POLISHED, _polished_tiers
+from gangplan.solver.polish import polish_locality
+from gangplan.solver.result import assemble_plan
+from gangplan.solver.score import score
+from gangplan.solver.verify import verify
+
+GPU = "nvidia.com/gpu"
+Plans = Callable[..., Plan]
+Gangs = Callable[..., dict[str, Any]]
+
+# nodes of FAT_TREE_NODES: s1/l1 = n1 n2, s1/l2 = n3 n4, s2/l1 = n5 n6, s2/l2 = n7 n8
+
+
+def _full(*nodes: str) -> list[dict[str, Any]]:
+    """Running pods taking every GPU of ``nodes`` (4 each)."""
+    return [{"name": f"r-{n}", "queue": "qa", "node": n, "requests": {GPU: 4}} for n in nodes]
+
+
+def _nodes(pods: list[Any], gang_name: str) -> list[str]:
+    return sorted(p.node for p in pods if p.gang == gang_name)
+
+
+def _polished(
+    s: Snapshot, plan_of: Plans, placed: dict[str, list[tuple[str, str]]]
+) -> tuple[Any, Any, Any]:
+    plan = plan_of(s, placed)
+    assert verify(s, plan) == []
+    got = polish_locality(CycleContext.of(s), list(plan.pods))
+    after = assemble_plan(s, got.pods, {})
+    assert verify(s, after) == []
+    return got, score(s, plan), score(s, after)
+
+
+def test_a_spread_gang_is_gathered_by_exchanging_a_one_pod_gang(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    # free: n1 n2 (s1/l1) and n3 (s1/l2). g (2 x 4 GPUs, prefers a leaf) on n1 and n3, the
+    # one-pod gang h on n2. Both leaves of g hold one pod: the first in topology order,
+    # s1/l1, is tried; g's pod on n3 goes to n2 and h to n3.
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[
+            gang("g", count=2, gpus=4, topology={"preferred": "leaf"}),
+            gang("h", gpus=4),
+        ],
+        running=_full("n4", "n5", "n6", "n7", "n8"),
+    )
+    got, before, after = _polished(
+        s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]}
+    )
+    assert got.gathered == ("default/g",)
+    assert _nodes(got.pods, "g") == ["n1", "n2"]
+    assert _nodes(got.pods, "h") == ["n3"]
+    # locality.preferred: -(2 leaves - 1) = -1 before, 0 after; the first entry raised
+    assert got.rise[0] == 1 and got.first_raised == 0
+    assert dict(before.entries)["locality.preferred"] == -1
+    assert dict(after.entries)["locality.preferred"] == 0
+    assert after > before
+
+
+def test_a_spread_gang_is_placed_again_where_no_exchange_gathers_it(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    # free: n1, n3 and the whole leaf s2/l2 (n7 n8); n2 and n4 are full. g on n1 and n3:
+    # neither of its leaves has a second free node and no one-pod gang to exchange with,
+    # so it is placed again by topology-fit: the leaf s2/l2, its first two nodes.
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"})],
+        running=_full("n2", "n4", "n5", "n6"),
+    )
+    got, before, after = _polished(s, plan_of, {"g": [("w", "n1"), ("w", "n3")]})
+    assert got.gathered == ("default/g",)
+    assert _nodes(got.pods, "g") == ["n7", "n8"]
+    assert after > before
+
+
+def test_an_elastic_gang_is_placed_again_at_the_size_it_was_admitted(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans
+) -> None:
+    # the cluster of the test above; g admitted at 2 of its 3 pods, none of role "a": placed
+    # again as 0 pods of "a" and 2 of "b", on s2/l2
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[
+            {
+                "name": "g",
+                "queue": "qa",
+                "min_member": 2,
+                "topology": {"preferred": "leaf"},
+                "roles": [
+                    {"name": "a", "count": 1, "requests": {GPU: 4}},
+                    {"name": "b", "count": 2, "requests": {GPU: 4}},
+                ],
+            }
+        ],
+        running=_full("n2", "n4", "n5", "n6"),
+    )
+    got, before, after = _polished(s, plan_of, {"g": [("b", "n1"), ("b", "n3")]})
+    assert got.gathered == ("default/g",)
+    assert sorted((p.role, p.node) for p in got.pods) == [("b", "n7"), ("b", "n8")]
+    assert sorted(p.pod for p in got.pods) == ["g-b-0", "g-b-1"]
+    assert after > before
+
+
+def test_a_gang_that_cannot_be_gathered_is_left_as_it_was(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    # free: n1 and n3 only, each of its leaf's other node full: g (2 x 4 GPUs) on n1 and
+    # n3 has no second node in either leaf, and no leaf has two free nodes
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"})],
+        running=_full("n2", "n4", "n5", "n6", "n7", "n8"),
+    )
+    plan = plan_of(s, {"g": [("w", "n1"), ("w", "n3")]})
+    got = polish_locality(CycleContext.of(s), list(plan.pods))
+    assert got.gathered == ()
+    assert got.pods == list(plan.pods)
+    assert got.rise == (0, 0, 0, 0)
+
+
+def test_a_gang_of_small_pods_is_gathered_onto_one_node(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    # free: n1 and n3 only. g (2 x 2 GPUs, no level) on n1 and n3, h (2 GPUs) on n1.
+    # Each of g's leaves holds one of its pods: s1/l1 is tried first. Its node n2 (no pod
+    # of the plan: tried first) is full; on n1, g's pod from n3 joins g's other pod and h
+    # moves to n3: g on one node.
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=2), gang("h", gpus=2)],
+        running=_full("n2", "n4", "n5", "n6", "n7", "n8"),
+    )
+    got, before, after = _polished(
+        s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n1")]}
+    )
+    assert got.gathered == ("default/g",)
+    assert _nodes(got.pods, "g") == ["n1", "n1"]
+    assert _nodes(got.pods, "h") == ["n3"]
+    # no preferred level: locality.spine 0 -> 0, locality.leaf -1 -> 0, locality.node -1 -> 0
+    assert got.rise == (0, 0, 1, 1)
+    assert after > before
+
+
+def test_a_gang_whose_pods_cannot_leave_their_node_is_not_exchanged(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    # a one-pod gang whose node selector admits only n2's leaf label cannot move to n3
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[
+            gang("g", count=2, gpus=4, topology={"preferred": "leaf"}),
+            gang("h", gpus=4, role={"node_selector": {"lf": "l1", "sp": "s1"}}),
+        ],
+        running=_full("n4", "n5", "n6", "n7", "n8"),
+    )
+    got, before, after = _polished(
+        s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]}
+    )
+    # s1/l1 fails (h may not go to n3); s1/l2 holds g's other pod: n4 is full; topology-fit
+    # finds no leaf with two free nodes either: unchanged
+    assert got.gathered == ()
+    assert after == before
+
+
+@pytest.mark.parametrize("demand", [0.5, 0.8])
+def test_polished_plans_verify_and_raise_locality_only(demand: float) -> None:
+    # generated fat-trees of 32 nodes of 4 GPUs, each baseline's plan polished: the
+    # independent score keeps every entry above locality and raises the locality entries
+    # (a gathered gang) or the plan is kept as it was
+    gathered = 0
+    for seed in range(8):
+        s = generate_fat_tree(
+            spines=2, leaves_per_spine=4, nodes_per_leaf=4, layout="4gpu", demand=demand, seed=seed
+        )
+        ctx = CycleContext.of(s)
+        names = [n for n, _ in score(s, assemble_plan(s, [], {})).entries]
+        first_locality = names.index("locality.preferred")
+        locality = [n for n in names if n.startswith("locality.")]
+        for name, placer in BASELINES.items():
+            pods = placer(CycleContext.of(s))
+            got = polish_locality(ctx, pods)
+            before = score(s, assemble_plan(s, pods, {}))
+            after_plan = assemble_plan(s, got.pods, {})
+            assert verify(s, after_plan) == [], (name, seed)
+            after = score(s, after_plan)
+            b, a = dict(before.entries), dict(after.entries)
+            above = names[:first_locality]
+            assert [a[n] for n in above] == [b[n] for n in above], (name, seed)
+            assert tuple(a[n] - b[n] for n in locality) == got.rise, (name, seed)
+            if got.gathered:
+                assert [a[n] for n in locality] > [b[n] for n in locality], (name, seed)
+                gathered += len(got.gathered)
+            else:
+                assert got.pods == pods
+    assert gathered > 0  # the instances do have gangs to gather (greedy and fgd spread some)
+
+
+def test_bounds_below_the_first_raised_entry_are_dropped(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
+        running=_full("n4", "n5", "n6", "n7", "n8"),
+    )
+    got, _before, after = _polished(
+        s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]}
+    )
+    tiers = tuple(TierReport(name=n, value=v, bound=0, status="optimal") for n, v in after.entries)
+    out = {t.name: t for t in _polished_tiers(tiers, after, got)}
+    names = [n for n, _ in after.entries]
+    cut = names.index("locality.preferred")  # the entry raised (test above)
+    for n in names[: cut + 1]:
+        assert out[n].bound == 0 and out[n].status == "optimal", n
+    for n in names[cut + 1 :]:
+        assert out[n].bound is None and out[n].status == POLISHED, n
