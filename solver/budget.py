@@ -20,6 +20,9 @@ recorded under its name in :attr:`Budget.parts`:
     building the CP-SAT model and completing the incumbent into a hint, the tier-by-tier
     search, and turning counts into pods (inside :func:`~gangplan.solver.model.builder.
     solve_model`);
+``polish``
+    the locality polish of CP-SAT's plan (:mod:`gangplan.solver.polish`; only where gangs
+    of several pods are pending);
 ``reasons``
     a reason for every pending gang.
 
