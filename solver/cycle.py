@@ -148,17 +148,23 @@ def _polished_tiers(
     tiers: tuple[TierReport, ...], sc: Score, polished: Polished
 ) -> tuple[TierReport, ...]:
     """``tiers`` with the bounds dropped below the first locality entry the polish raised:
-    CP-SAT proved those bounds with the entries above fixed at its own values."""
+    CP-SAT proved those bounds with the entries above fixed at its own values. That entry
+    keeps its bound unless its new value (``sc``'s) passes it: the bound was then the
+    model's own (pruned candidates, aggregated counts), not one of every plan."""
     first = polished.first_raised
     if first is None:
         return tiers
     names = [n for n, _ in sc.entries]
-    locality = [n for n in names if n.startswith("locality.")]
-    cut = names.index(locality[first])
-    below = set(names[cut + 1 :])
+    values = dict(sc.entries)
+    raised = [n for n in names if n.startswith("locality.")][first]
+    below = set(names[names.index(raised) + 1 :])
     return tuple(
         t.model_copy(update={"bound": None, "gap": None, "status": POLISHED})
-        if t.name in below and t.optimised
+        if t.optimised
+        and (
+            t.name in below
+            or (t.name == raised and t.bound is not None and values[t.name] > t.bound)
+        )
         else t
         for t in tiers
     )

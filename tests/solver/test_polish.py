@@ -5,18 +5,21 @@ raises locality (the independent score is the judge)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from gangplan.adapters.traces.generate import generate_fat_tree
-from gangplan.models import Plan, Snapshot, TierReport
+from gangplan.models import Plan, PodPlacement, Snapshot, TierReport
+from gangplan.solver import cycle
 from gangplan.solver.baselines import BASELINES
 from gangplan.solver.context import CycleContext
-from gangplan.solver.cycle import POLISHED, _polished_tiers
-from gangplan.solver.polish import polish_locality
-from gangplan.solver.result import assemble_plan
+from gangplan.solver.cycle import POLISHED, _polished_tiers, solve_cycle
+from gangplan.solver.model import builder
+from gangplan.solver.polish import Polished, polish_locality
+from gangplan.solver.result import CycleStatus, SolverConfig, assemble_plan
 from gangplan.solver.score import score
 from gangplan.solver.verify import verify
 
@@ -238,3 +241,86 @@ def test_bounds_below_the_first_raised_entry_are_dropped(
         assert out[n].bound == 0 and out[n].status == "optimal", n
     for n in names[cut + 1 :]:
         assert out[n].bound is None and out[n].status == POLISHED, n
+
+
+# --------------------------------------------------------------------------- in the cycle
+
+
+def _spread_cycle(
+    fat_tree: Callable[..., Snapshot],
+    plan_of: Plans,
+    one_role_gang: Gangs,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Snapshot, Plan]:
+    """The instance of the first test, with CP-SAT's plan replaced by the spread plan (g on
+    n1 and n3, h on n2), every entry's bound its own value."""
+    gang = one_role_gang
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
+        running=_full("n4", "n5", "n6", "n7", "n8"),
+    )
+    spread = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]})
+    entries = score(s, spread).entries
+    tiers = tuple(TierReport(name=n, value=v, bound=v, status="optimal") for n, v in entries)
+
+    def solve_model(*args: Any, **kwargs: Any) -> builder.ModelOutcome:
+        return builder.ModelOutcome(CycleStatus.FEASIBLE, list(spread.pods), tiers=tiers)
+
+    monkeypatch.setattr(builder, "solve_model", solve_model)
+    return s, spread
+
+
+def test_the_cycle_polishes_cp_sats_plan_and_drops_the_bounds_below(
+    fat_tree: Callable[..., Snapshot],
+    plan_of: Plans,
+    one_role_gang: Gangs,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s, spread = _spread_cycle(fat_tree, plan_of, one_role_gang, monkeypatch)
+    r = solve_cycle(
+        s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
+    )
+    assert verify(s, r.plan) == []
+    assert r.status is CycleStatus.FEASIBLE
+    assert _nodes(list(r.plan.pods), "g") == ["n1", "n2"]  # as in the first test
+    assert any(n.startswith("locality polish: 1 spread gang gathered") for n in r.notes), r.notes
+    assert "polish" in r.parts
+    assert r.plan.summary is not None
+    tiers = {t.name: t for t in r.plan.summary.tiers}
+    # raised from -1 past the bound the model gave (-1): not called optimal, no bound
+    assert tiers["locality.preferred"].value == 0
+    names = [n for n, _ in r.score.entries]
+    for n in names[names.index("locality.preferred") :]:
+        assert tiers[n].bound is None and tiers[n].status == POLISHED, n
+    assert r.score > score(s, spread)
+
+
+def test_a_polished_plan_that_fails_the_verifier_gives_way_to_cp_sats_own(
+    fat_tree: Callable[..., Snapshot],
+    plan_of: Plans,
+    one_role_gang: Gangs,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s, spread = _spread_cycle(fat_tree, plan_of, one_role_gang, monkeypatch)
+    real = cycle.polish_locality
+
+    def broken(ctx: CycleContext, pods: list[PodPlacement], **kwargs: Any) -> Polished:
+        got = real(ctx, pods, **kwargs)
+        # every pod on n1: over its 4 GPUs
+        return dataclasses.replace(
+            got, pods=[p.model_copy(update={"node": "n1"}) for p in got.pods]
+        )
+
+    monkeypatch.setattr(cycle, "polish_locality", broken)
+    r = solve_cycle(
+        s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
+    )
+    assert verify(s, r.plan) == []
+    assert any(n.startswith("the locality polish's plan failed the verifier") for n in r.notes)
+    # CP-SAT's own plan (g spread) was checked instead: it scores below the incumbent, whose
+    # g shares a leaf (topology-fit's BestFit), so the incumbent is returned
+    assert r.status is CycleStatus.INCUMBENT
+    assert "CP-SAT's plan scores below the incumbent; the incumbent is returned" in r.notes
+    assert r.incumbent_score is not None and r.score == r.incumbent_score
+    assert r.score > score(s, spread)
