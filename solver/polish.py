@@ -109,7 +109,8 @@ class Polished:
     """the keys of the gangs gathered, in the order done"""
     rise: tuple[int, ...]
     """how much each locality entry rose (``locality.preferred``, then each level of
-    ``topo.all_levels``): each zero or the first nonzero one positive"""
+    ``topo.all_levels``): the first nonzero one is positive, a later one may be negative
+    (a gang gathered into one leaf may take more nodes)"""
 
     @property
     def first_raised(self) -> int | None:
