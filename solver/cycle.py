@@ -8,13 +8,14 @@ solve``, ``replan`` and ``serve``. ``config.time_limit_s`` bounds all of it
 2. run the baselines of :data:`~gangplan.solver.baselines.BASELINES`, the one likely best
    first (:func:`~gangplan.solver.baselines.first_baseline`), then cheapest first
    (:data:`~gangplan.solver.baselines.EXPECTED_COST`); the first always runs, so there is
-   always a verified plan; a later one whose predicted cost (the first's measured cost times
+   always a plan; a later one whose predicted cost (the first's measured cost times
    the ratio of expected costs) does not fit what is left (the checks kept) is skipped, and
    the notes say so;
    so is one that would leave CP-SAT less than its predicted build plus
    :data:`SEARCH_SHARE` of the budget, when CP-SAT could run after the first (not where
    pods ask GPU shares: :data:`MODEL_COST` is calibrated on whole GPUs);
-   keep the best plan by :func:`~gangplan.solver.score.score` as the incumbent;
+   keep the best plan by :func:`~gangplan.solver.score.score` as the incumbent (scored
+   only: it is verified when the cycle may return it, the next best if it fails);
 3. with what is left after keeping a share for the checks and the reasons, build the CP-SAT
    model, hint it with the incumbent, and optimise the score's entries tier by tier; Ctrl-C
    stops the search (the best plan found so far is kept); no time left: no model;
@@ -69,10 +70,15 @@ PLACERS = ("cpsat", *BASELINES)
 MIN_SEARCH_S = 0.05
 """Below this many seconds (deterministic seconds in deterministic mode) left for the model,
 CP-SAT is not started: the incumbent is returned."""
+CHECK_PER_SCORE = 2.5
+"""A check (score and verify) of a plan relative to scoring it alone: measured on the first
+baseline's plan at 512 to 5,120 nodes and on openb, 1.8 to 2.8 (the verifier costs about
+as much as the score, up to twice as much)."""
 CHECK_RESERVE = 2
-"""Checks kept in reserve after the baselines, each as long as the first baseline's: CP-SAT's
-plan, turned into pods, then verified and scored. When CP-SAT cannot run (what is left does
-not fit its predicted build), a later baseline needs only one of them, its own."""
+"""Checks kept in reserve after the baselines, each of :attr:`_Incumbent.check_cost`:
+CP-SAT's plan, turned into pods, then verified and scored (or the incumbent verified). When
+CP-SAT cannot run (what is left does not fit its predicted build), a later baseline needs
+only one of them: the winner's verification."""
 SEARCH_SHARE = 0.3
 """With CP-SAT able to run after the first baseline, a later baseline runs only if it leaves
 the model's predicted build (:data:`MODEL_COST`) plus this share of the budget for the search
@@ -168,6 +174,16 @@ def _polished_tiers(
         else t
         for t in tiers
     )
+
+
+def _below(inc: _Incumbent, sc: Score, ctx: CycleContext, budget: Budget, notes: list[str]) -> bool:
+    """Whether a plan of score ``sc`` (CP-SAT's, verified) scores below the incumbent; the
+    incumbent is verified first where it would win (:meth:`_Incumbent.settle`: a failing
+    one gives way to the next best, which CP-SAT's plan may beat)."""
+    if not sc < inc.score:
+        return False
+    inc.settle(ctx, budget, notes)
+    return sc < inc.score
 
 
 def _budget_of(cfg: SolverConfig) -> Budget:
@@ -390,18 +406,84 @@ def solve_cycle_in(
 
 
 @dataclass
-class _Incumbent:
-    """The best plan of the baselines run so far (the empty plan to begin with)."""
+class _Candidate:
+    """One baseline's plan (or the empty plan) and its score."""
 
     score: Score
+    rank: int
+    """its place in the registry's order (ties go to the first); the empty plan's is last"""
     name: str
     pods: list[PodPlacement]
     evictions: list[Eviction] = field(default_factory=list)
+
+    def beats(self, other: _Candidate, empty_rank: int) -> bool:
+        """Higher score, or an equal one and earlier in the registry's order (a baseline
+        equal to the empty plan does not replace it)."""
+        return other.score < self.score or (
+            other.score == self.score and self.rank < other.rank < empty_rank
+        )
+
+
+@dataclass
+class _Incumbent:
+    """The baselines' best plan by score: ``held``, verified (the empty plan to begin
+    with), and ``pending``, the plans scored but not yet verified. The incumbent is the
+    best of them all; it is verified only when the cycle may return it (:meth:`settle`):
+    where CP-SAT's plan scores at least as high, no baseline's plan is verified."""
+
+    held: _Candidate
+    empty_rank: int
+    pending: list[_Candidate] = field(default_factory=list)
     scores: dict[str, Score] = field(default_factory=dict)
     check_cost: float = 0.0
-    """what checking the first baseline's plan cost (the budget's clock)"""
+    """what a check (score and verify) of one plan costs, estimated from the first
+    baseline's score (:data:`CHECK_PER_SCORE`; the budget's clock)"""
     first_cost: float = 0.0
     """what the first baseline cost (the budget's clock)"""
+
+    @property
+    def top(self) -> _Candidate:
+        best = self.held
+        for cand in self.pending:
+            if cand.beats(best, self.empty_rank):
+                best = cand
+        return best
+
+    @property
+    def score(self) -> Score:
+        return self.top.score
+
+    @property
+    def name(self) -> str:
+        return self.top.name
+
+    @property
+    def pods(self) -> list[PodPlacement]:
+        return self.top.pods
+
+    @property
+    def evictions(self) -> list[Eviction]:
+        return self.top.evictions
+
+    def settle(self, ctx: CycleContext, budget: Budget, notes: list[str]) -> None:
+        """Verify the best pending plan (part ``check``) until one passes, which becomes
+        ``held``; a failing one is dropped, and the notes say so. Whatever the budget: the
+        cycle returns only a verified plan."""
+        while self.pending:
+            top = self.top
+            if top is self.held:
+                break  # the verified plan is at least as good as every plan left
+            self.pending.remove(top)
+            violation = _verified(ctx, top.pods, top.evictions, budget)
+            if violation is not None:
+                notes.append(
+                    f"baseline {top.name} produced an invalid plan ({violation}); not used as "
+                    "incumbent"
+                )
+                continue
+            self.held = top
+            break
+        self.pending.clear()
 
 
 def _incumbent(
@@ -409,24 +491,25 @@ def _incumbent(
 ) -> _Incumbent:
     """Run the baselines cheapest first within the budget (module docstring, step 2).
 
-    The first baseline's plan is scored and verified at once (a verified plan whatever the
-    budget, and the cost of a check); the others' are scored, and only the one that would
-    become the incumbent is verified (the next best if it fails): the same incumbent as
-    verifying every plan, at one verification instead of one per baseline."""
+    Each baseline's plan is scored; none is verified here (:meth:`_Incumbent.settle`
+    verifies the one the cycle may return, the next best if it fails): the same incumbent
+    as verifying every plan, at one verification at most instead of one per baseline."""
     empty = assemble_plan(ctx.snapshot, [], {})
-    best = _Incumbent(
-        score(ctx.snapshot, empty, previous, topology=ctx.topo, shares=ctx.shares),
-        "empty plan",
-        [],
-    )
     rank = {name: i for i, name in enumerate(BASELINES)}
+    best = _Incumbent(
+        _Candidate(
+            score(ctx.snapshot, empty, previous, topology=ctx.topo, shares=ctx.shares),
+            len(rank),
+            "empty plan",
+            [],
+        ),
+        empty_rank=len(rank),
+    )
     lead = first_baseline(ctx.snapshot)
     order = sorted(BASELINES, key=lambda n: (n != lead, EXPECTED_COST.get(n, 1.0), rank[n]))
     keep = cfg.reason_share * budget.limit
     first_cost: float | None = None
     model_need: float | None = None
-    best_rank = len(rank)
-    unverified: list[tuple[Score, int, str, list[PodPlacement], list[Eviction]]] = []
     for name in order:
         part = f"baseline.{name}"
         if first_cost is not None:
@@ -459,12 +542,12 @@ def _incumbent(
             pods, evictions = _baseline(ctx, name)
         budget.charge(part, units=ctx.meter.units - before)
         spent_check = budget.spent("check")
-        first = first_cost is None
-        sc, violation = _check(ctx, pods, previous, budget, evictions, check=first)
+        sc, _ = _check(ctx, pods, previous, budget, evictions, check=False)
         best.scores[name] = sc
-        if first:
+        best.pending.append(_Candidate(sc, rank[name], name, pods, evictions))
+        if first_cost is None:
             first_cost = best.first_cost = budget.spent(part)
-            best.check_cost = budget.spent("check") - spent_check
+            best.check_cost = CHECK_PER_SCORE * (budget.spent("check") - spent_check)
             need = MODEL_COST * first_cost + SEARCH_SHARE * budget.limit
             room = _room(budget, keep, best.check_cost)
             # protect CP-SAT's time only when it can run at all (otherwise the baselines
@@ -472,37 +555,6 @@ def _incumbent(
             # first): there the build is about ten times MODEL_COST (openb), the estimate
             # says nothing, and the other baselines are cheap next to it
             model_need = need if room >= need and lead != "fgd" else None
-        else:
-            unverified.append((sc, rank[name], name, pods, evictions))
-            continue
-        if violation is not None:
-            notes.append(
-                f"baseline {name} produced an invalid plan ({violation}); not used as incumbent"
-            )
-            continue
-        # the best score wins; ties go to the first in the registry's order
-        if best.score < sc or (best.score == sc and rank[name] < best_rank < len(rank)):
-            best.score, best.name, best.pods, best_rank = sc, name, pods, rank[name]
-            best.evictions = evictions
-    while unverified:
-        # the best-scoring plan not yet verified; ties to the first in the registry's order
-        top = unverified[0]
-        for cand in unverified[1:]:
-            if top[0] < cand[0] or (top[0] == cand[0] and cand[1] < top[1]):
-                top = cand
-        sc, r, name, pods, evictions = top
-        if not (best.score < sc or (best.score == sc and r < best_rank < len(rank))):
-            break  # the verified incumbent is at least as good as every plan left
-        unverified.remove(top)
-        violation = _verified(ctx, pods, evictions, budget)
-        if violation is not None:
-            notes.append(
-                f"baseline {name} produced an invalid plan ({violation}); not used as incumbent"
-            )
-            continue
-        best.score, best.name, best.pods, best_rank = sc, name, pods, r
-        best.evictions = evictions
-        break
     return best
 
 
@@ -568,7 +620,7 @@ def _solve(
         if polished is not None:
             sc, pods = polished[0], polished[1].pods
             tiers = _polished_tiers(tiers, sc, polished[1])
-            if sc < inc.score:
+            if _below(inc, sc, ctx, budget, notes):
                 notes.append("CP-SAT's plan scores below the incumbent; the incumbent is returned")
                 status = CycleStatus.INCUMBENT
             else:
@@ -581,14 +633,15 @@ def _solve(
                     "returned"
                 )
                 status = CycleStatus.FALLBACK
-            elif sc < inc.score:
+            elif _below(inc, sc, ctx, budget, notes):
                 notes.append("CP-SAT's plan scores below the incumbent; the incumbent is returned")
                 status = CycleStatus.INCUMBENT
             else:
                 found, chosen, found_evictions = outcome.pods, sc, outcome.evictions
     placer = "cpsat"
     if found is None:
-        found, found_evictions = inc.pods, inc.evictions
+        inc.settle(ctx, budget, notes)
+        found, chosen, found_evictions = inc.pods, inc.score, inc.evictions
         placer = f"cpsat (incumbent: {inc.name})"
         if status not in (CycleStatus.FALLBACK, CycleStatus.INCUMBENT):
             status = CycleStatus.INCUMBENT

@@ -18,6 +18,7 @@ from gangplan.solver.budget import Budget
 from gangplan.solver.context import CycleContext
 from gangplan.solver.cycle import solve_cycle
 from gangplan.solver.result import CycleStatus, SolverConfig
+from gangplan.solver.score import Score
 from gangplan.solver.verify import Violation, verify
 
 
@@ -177,22 +178,31 @@ def test_the_first_baseline_is_the_one_likely_best() -> None:
 
 
 def _clocked(
-    monkeypatch: pytest.MonkeyPatch, limit: float, costs: dict[str, float], verify_s: float
+    monkeypatch: pytest.MonkeyPatch,
+    limit: float,
+    costs: dict[str, float],
+    score_s: float,
+    verify_s: float,
 ) -> list[float]:
-    """A cycle on a fake clock: each baseline takes ``costs[name]`` s, each verification
-    ``verify_s`` s, everything else nothing."""
+    """A cycle on a fake clock: each baseline takes ``costs[name]`` s, each score
+    ``score_s`` s, each verification ``verify_s`` s, everything else nothing."""
     now = [0.0]
-    real_baseline, real_verify = cycle._baseline, cycle.verify
+    real_baseline, real_score, real_verify = cycle._baseline, cycle.score, cycle.verify
 
     def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Eviction]]:
         now[0] += costs[name]
         return real_baseline(ctx, name)
+
+    def score_(*args: Any, **kwargs: Any) -> Score:
+        now[0] += score_s
+        return real_score(*args, **kwargs)
 
     def verify_(*args: Any, **kwargs: Any) -> list[Violation]:
         now[0] += verify_s
         return real_verify(*args, **kwargs)
 
     monkeypatch.setattr(cycle, "_baseline", baseline)
+    monkeypatch.setattr(cycle, "score", score_)
     monkeypatch.setattr(cycle, "verify", verify_)
     monkeypatch.setattr(cycle, "_budget_of", lambda cfg: Budget(limit, clock=lambda: now[0]))
     return now
@@ -203,17 +213,73 @@ def test_a_later_baseline_keeps_only_its_own_check_when_cp_sat_cannot_run(
 ) -> None:
     s = _instance()
     assert first_baseline(s) == "greedy"  # no gang prefers a level: greedy, fgd, topology-fit
-    # 1 s: greedy 0.3 s, its check 0.1 s; 0.1 s kept for the reasons. Left with two checks
-    # kept: 1 - 0.4 - 0.1 - 0.2 = 0.3 s, short of CP-SAT's build (2.5 x 0.3 s). fgd's
-    # predicted cost is 0.3 x 1.2 = 0.36 s: over 0.3 s, within the 0.4 s left with its own
-    # check kept. After it, 1 - 0.76 - 0.1 - 0.1 = 0.04 s: topology-fit (0.42 s) is skipped.
+    # 1 s, 0.1 s kept for the reasons; a score takes 0.04 s, so a check is estimated at
+    # 2.5 x 0.04 = 0.1 s. The empty plan's score (0.04 s), greedy (0.3 s) and its score
+    # (0.04 s): 0.38 s spent. Left with two checks kept: 1 - 0.38 - 0.1 - 0.2 = 0.32 s,
+    # short of CP-SAT's build (2.5 x 0.3 s). fgd's predicted cost is 0.3 x 1.2 = 0.36 s:
+    # over 0.32 s, within the 0.42 s left with one check kept. After it and its score,
+    # 1 - 0.78 - 0.1 - 0.1 = 0.02 s: topology-fit (0.42 s) is skipped. The winner's
+    # verification (0.1 s) ends the baselines at 0.88 s.
     costs = {"greedy": 0.3, "fgd": 0.36, "topology-fit": 0.42}
-    now = _clocked(monkeypatch, 1.0, costs, verify_s=0.1)
+    now = _clocked(monkeypatch, 1.0, costs, score_s=0.04, verify_s=0.1)
     r = solve_cycle(s, None, SolverConfig(time_limit_s=1.0, interruptible=False))
     assert list(r.baseline_scores) == ["greedy", "fgd"]
     assert any(n.startswith("baseline topology-fit skipped") for n in r.notes), r.notes
     assert any(n.startswith("no time left for CP-SAT") for n in r.notes), r.notes
-    assert now[0] <= 1.0  # at most the winner's verification after fgd
+    assert now[0] == pytest.approx(0.88)  # one verification, the winner's
     assert verify(s, r.plan) == []
     best = max(r.baseline_scores.values())
     assert r.score == best
+
+
+# --------------------------------------------------------------------------- verified once
+
+
+def _counting_verify(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls = [0]
+    real = cycle.verify
+
+    def verify_(*args: Any, **kwargs: Any) -> list[Violation]:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cycle, "verify", verify_)
+    return calls
+
+
+def test_no_baseline_is_verified_when_cp_sats_plan_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _instance()
+    calls = _counting_verify(monkeypatch)
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2.0)
+    r = solve_cycle(s, None, cfg)
+    assert r.status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)  # CP-SAT's own plan
+    assert len(r.baseline_scores) == 3
+    assert calls[0] == 1  # CP-SAT's plan only (the polish gathered nothing, or its plan)
+    assert verify(s, r.plan) == []
+
+
+def test_an_invalid_baseline_plan_gives_way_to_the_next_best(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = _instance()
+    real = cycle._baseline
+
+    def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Eviction]]:
+        pods, evictions = real(ctx, name)
+        if name == "fgd":
+            # every pod on the first pod's node: over its GPUs, and it scores as placing all
+            pods = [p.model_copy(update={"node": pods[0].node}) for p in pods]
+        return pods, evictions
+
+    monkeypatch.setattr(cycle, "_baseline", baseline)
+    # no time for CP-SAT: the incumbent is returned; fgd's plan scores best (as without the
+    # change: it places the same pods), fails the verifier, and the best of the other two
+    # is returned
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.01)
+    r = solve_cycle(s, None, cfg)
+    assert verify(s, r.plan) == []
+    assert any(n.startswith("baseline fgd produced an invalid plan") for n in r.notes)
+    others = {k: v for k, v in r.baseline_scores.items() if k != "fgd"}
+    assert others  # at least one other baseline ran
+    assert r.score == max(others.values())
+    assert r.plan.summary is not None and "fgd" not in r.plan.summary.placer
