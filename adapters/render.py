@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
+from gangplan.adapters.numbers import counted, number
 from gangplan.models import GPU_MILLI, Gang, GangOutcome, Plan, PlanSummary, PodPlacement, Snapshot
 from gangplan.solver.fairness import fair_shares
 from gangplan.topology import Topology, build_topology
@@ -157,11 +158,6 @@ def plan_stats(
 
 
 # --------------------------------------------------------------------------- text layout
-
-
-def _gpus(k: float) -> str:
-    """A GPU count with thousands separators: ``3,214``, ``12.5`` (shares: up to 3 decimals)."""
-    return f"{int(k):,}" if float(k).is_integer() else f"{k:,.3f}".rstrip("0")
 
 
 def _wrap(text: str, width: int, indent: int = 0, hanging: int | None = None) -> list[str]:
@@ -336,7 +332,7 @@ def _queue_section(st: PlanStats, width: int, show_all: bool) -> list[_Line]:
     shown = st.queues if show_all else st.queues[:ROW_CAP]
     header = ("queue", "running", "placed", "share", "fair target (class)")
     rows = [
-        (name, _gpus(run), _gpus(placed), f"{share:.1f}%", target)
+        (name, number(run), number(placed), f"{share:.1f}%", target)
         for name, run, placed, share, target in shown
     ]
     head, *body = _columns(header, rows, right={1, 2, 3}, width=width)
@@ -467,8 +463,8 @@ def plan_lines(
     out.append(_Line(""))
     summary = (
         f"gangs admitted {st.gangs_admitted:,} of {st.gangs_total:,}; GPUs placed "
-        f"{_gpus(st.gpus_placed)} of {_gpus(st.gpus_requested)} asked "
-        f"({_gpus(st.gpus_free)} free before "
+        f"{number(st.gpus_placed)} of {number(st.gpus_requested)} asked "
+        f"({number(st.gpus_free)} free before "
         f"the plan){_spread(st)}"
     )
     out += [_Line(t) for t in _wrap(summary, width)]
@@ -519,10 +515,6 @@ def evicted_by_class(snapshot: Snapshot, plan: Plan) -> dict[str, tuple[int, int
     return out
 
 
-def _count(n: float, what: str) -> str:
-    return f"{n:g} {what}{'' if n == 1 else 's'}"
-
-
 def score_lines(
     entries: Sequence[tuple[str, int]],
     *,
@@ -555,13 +547,13 @@ def score_lines(
         short0 = -values.get(f"{c}.fairness_w0", 0) / 10_000
         zero = f", weight-0 queues {short0:.1f}" if short0 else ""
         evict = (
-            f"; evicted {_count(lost_milli / GPU_MILLI, 'GPU')}, {_count(lost_pods, 'pod')}"
+            f"; evicted {counted(lost_milli / GPU_MILLI, 'GPU')}, {counted(lost_pods, 'pod')}"
             if lost_pods
             else ""
         )
         out.append(
             f"priority {c[1:]}: fair-share shortfall {short:.1f}{zero}; "
-            f"admitted {_count(gpus, 'GPU')}, {_count(pods, 'pod')}{evict}"
+            f"admitted {counted(gpus, 'GPU')}, {counted(pods, 'pod')}{evict}"
         )
     levels = [(n.removeprefix("locality."), v) for n, v in entries if n.startswith("locality.")]
     if levels:
@@ -569,7 +561,9 @@ def score_lines(
         out.append(f"locality: extra domains of multi-pod gangs: {parts}")
     nodes = -values.get("fragmentation.gpu_nodes", 0)
     leaves = -values.get("fragmentation.leaves", 0)
-    partly = f"{_count(nodes, 'GPU node')} and {leaves} {_plural(lowest_level, leaves)} partly used"
+    partly = (
+        f"{counted(nodes, 'GPU node')} and {leaves} {_plural(lowest_level, leaves)} partly used"
+    )
     if "fragmentation.expected" in values:
         expected = -values["fragmentation.expected"]
         out += [
@@ -579,7 +573,7 @@ def score_lines(
     else:
         out.append(f"fragmentation: {partly}")
     moved = -values.get("stability", 0)
-    out.append(f"stability: {_count(moved, 'pod')} moved from the previous plan")
+    out.append(f"stability: {counted(moved, 'pod')} moved from the previous plan")
     if classes:
         out += [
             "(fair-share shortfall: the sum over a class's queues of weight x percentage",
@@ -589,10 +583,11 @@ def score_lines(
 
 
 def _spread(st: PlanStats) -> str:
-    """``; mean racks spanned by multi-pod gangs 1.50`` (nothing without levels)."""
-    if st.lowest_level is None:
+    """``; mean racks spanned by multi-pod gangs 1.50`` (nothing without levels, nor when
+    no multi-pod gang is admitted)."""
+    if st.lowest_level is None or st.mean_leaves_multi is None:
         return ""
-    spread = "-" if st.mean_leaves_multi is None else f"{st.mean_leaves_multi:.2f}"
+    spread = f"{st.mean_leaves_multi:.2f}"
     alone = f" (a node in no {st.lowest_level} counts as one)" if st.outside_multi else ""
     return f"; mean {_plural(st.lowest_level)} spanned by multi-pod gangs {spread}{alone}"
 

@@ -23,6 +23,7 @@ import click
 
 from gangplan.adapters.files import InputError, check_output, write_output
 from gangplan.adapters.kube.options import KubeInputError
+from gangplan.adapters.numbers import counted
 from gangplan.adapters.traces.common import Converted, instance_text
 
 __all__ = [
@@ -93,11 +94,6 @@ def user_errors(*, counted: bool = True) -> Iterator[None]:
         raise UserError.of(err, counted=counted) from None
     except KubeInputError as err:
         raise UserError([str(err)]) from None
-
-
-def counted(n: int, word: str) -> str:
-    """``1 node``, ``3 nodes``, ``1 pending gang``, ``2 GPUs`` (the last word takes ``s``)."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def echo_warnings(warnings: Iterable[str]) -> None:

@@ -18,6 +18,7 @@ from gangplan.adapters.cli.common import (
     user_errors,
 )
 from gangplan.adapters.files import STDOUT, dump_data, load_snapshot, write_output
+from gangplan.adapters.numbers import counted
 
 __all__ = ["frontier_lines", "replan"]
 
@@ -52,30 +53,26 @@ def frontier_lines(result: object) -> list[str]:
         diff = _against(base, p.score, level, weight)
         out += [f"{row}  {diff}"] if len(row) + 2 + len(diff) <= 80 else [row, f"{'':>8}{diff}"]
     mp = result.move_plan
-    left = f"; {_count(len(mp.left_out), 'move')} left out" if mp.left_out else ""
+    left = f"; {counted(len(mp.left_out), 'move')} left out" if mp.left_out else ""
     out.append(
-        f"move plan: {_count(mp.moved_gangs, 'gang')} ({_count(mp.moved_pods, 'pod')}) "
-        f"in {_count(len(mp.waves), 'wave')}{left}"
+        f"move plan: {counted(mp.moved_gangs, 'gang')} ({counted(mp.moved_pods, 'pod')}) "
+        f"in {counted(len(mp.waves), 'wave')}{left}"
     )
     for x in mp.left_out:
         out += _wrapped(f"  left out {x.gang}: {x.reason}", indent="    ")
     if result.final_score is not None:
         admitted = len({p.gang_key for p in mp.final.pods})
         diff = _against(result.base_score, result.final_score, level, final_weight)
-        out += _wrapped(f"final plan: {_count(admitted, 'gang')} admitted; score: {diff}")
+        out += _wrapped(f"final plan: {counted(admitted, 'gang')} admitted; score: {diff}")
     if not result.movable:
         why = _why(result) if result.not_movable else "none runs"
         out += _wrapped(f"no running gang may move: {why}")
     elif result.not_movable:
         n = len(result.not_movable)
-        out += _wrapped(f"{_count(n, 'gang')} not movable: " + _why(result))
+        out += _wrapped(f"{counted(n, 'gang')} not movable: " + _why(result))
     for note in result.notes:
         out += _wrapped(f"note: {note}")
     return out
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _against(base: object, score: object, level: str = "leaf", weight: int = 1) -> str:

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import yaml
 
 from gangplan.adapters.files import InputError, read_text
+from gangplan.adapters.numbers import counted
 from gangplan.models import GPU_MILLI, Problem, Snapshot, format_quantity, load_instance
 from gangplan.models.quantity import CPU, MEMORY
 
@@ -375,14 +376,11 @@ class Converted:
         )
         running = sum(p.requests.get(s.gpu, 0) for p in s.running) / GPU_MILLI
 
-        def n(k: float, word: str) -> str:
-            num = f"{int(k):,}" if float(k).is_integer() else f"{k:,.3f}".rstrip("0")
-            return f"{num} {word}" if k == 1 else f"{num} {word}s"
-
         return (
-            f"{n(len(s.nodes), 'node')}, {n(gpus, 'GPU')}, {n(len(s.queues), 'queue')}, "
-            f"{n(len(s.gangs), 'pending gang')} asking {n(pending, 'GPU')}, "
-            f"{n(len(s.running), 'running pod')} holding {n(running, 'GPU')}"
+            f"{counted(len(s.nodes), 'node')}, {counted(gpus, 'GPU')}, "
+            f"{counted(len(s.queues), 'queue')}, "
+            f"{counted(len(s.gangs), 'pending gang')} asking {counted(pending, 'GPU')}, "
+            f"{counted(len(s.running), 'running pod')} holding {counted(running, 'GPU')}"
         )
 
 
