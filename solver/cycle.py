@@ -154,7 +154,8 @@ def _polished_tiers(
     tiers: tuple[TierReport, ...], sc: Score, polished: Polished
 ) -> tuple[TierReport, ...]:
     """``tiers`` with the bounds dropped below the first locality entry the polish raised:
-    CP-SAT proved those bounds with the entries above fixed at its own values. That entry
+    CP-SAT proved those bounds with the entries above fixed at its own values (an entry
+    without a bound, e.g. ``not optimised (time)``, keeps its status). That entry
     keeps its bound unless its new value (``sc``'s) passes it: the bound was then the
     model's own (pruned candidates, aggregated counts), not one of every plan."""
     first = polished.first_raised
@@ -166,11 +167,8 @@ def _polished_tiers(
     below = set(names[names.index(raised) + 1 :])
     return tuple(
         t.model_copy(update={"bound": None, "gap": None, "status": POLISHED})
-        if t.optimised
-        and (
-            t.name in below
-            or (t.name == raised and t.bound is not None and values[t.name] > t.bound)
-        )
+        if t.bound is not None
+        and (t.name in below or (t.name == raised and values[t.name] > t.bound))
         else t
         for t in tiers
     )

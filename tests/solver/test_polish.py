@@ -233,14 +233,21 @@ def test_bounds_below_the_first_raised_entry_are_dropped(
     got, _before, after = _polished(
         s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]}
     )
-    tiers = tuple(TierReport(name=n, value=v, bound=0, status="optimal") for n, v in after.entries)
-    out = {t.name: t for t in _polished_tiers(tiers, after, got)}
     names = [n for n, _ in after.entries]
+    unsolved = names[-1]  # an entry the search gave no time: no bound, its status kept
+    tiers = tuple(
+        TierReport(name=n, value=v, status="not optimised (time)")
+        if n == unsolved
+        else TierReport(name=n, value=v, bound=0, status="optimal")
+        for n, v in after.entries
+    )
+    out = {t.name: t for t in _polished_tiers(tiers, after, got)}
     cut = names.index("locality.preferred")  # the entry raised (test above)
     for n in names[: cut + 1]:
         assert out[n].bound == 0 and out[n].status == "optimal", n
-    for n in names[cut + 1 :]:
+    for n in names[cut + 1 : -1]:
         assert out[n].bound is None and out[n].status == POLISHED, n
+    assert out[unsolved].status == "not optimised (time)"
 
 
 # --------------------------------------------------------------------------- in the cycle
