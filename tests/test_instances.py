@@ -296,7 +296,10 @@ def _running(case: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 def test_every_shared_case_has_a_file() -> None:
     if not SCENARIOS:
-        pytest.skip("../shared/cases is not beside the repository")
+        pytest.skip(
+            "../shared/cases is absent (the cases are read in place from ../shared, "
+            "beside the repository)"
+        )
     stems = {stem for stem, _, _ in SCENARIOS}
     assert sorted(stems) == sorted(p.stem for p in CASE_FILES)
 
@@ -306,7 +309,13 @@ def test_every_shared_case_has_a_file() -> None:
     [pytest.param(*sc, id=sc[0]) for sc in SCENARIOS]
     or [
         pytest.param(
-            "", {}, {}, marks=pytest.mark.skip("../shared/cases is not beside the repository")
+            "",
+            {},
+            {},
+            marks=pytest.mark.skip(
+                "../shared/cases is absent (the cases are read in place from ../shared, "
+                "beside the repository)"
+            ),
         )
     ],
 )

@@ -260,7 +260,7 @@ SUITES: dict[str, Suite] = {
         (fat_tree_spec(5120, 0.5), fat_tree_spec(5120, 0.8), fat_tree_spec(20480, 0.5)),
         (5.0, 10.0, 30.0),
         None,
-        budget="about an hour on a 2-core machine",
+        budget="under 10 minutes on a 2-core machine",
     ),
 }
 

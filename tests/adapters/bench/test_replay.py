@@ -401,7 +401,10 @@ def test_fgd_on_the_openb_trace() -> None:
     nodes_csv = OPENB / "openb_node_list_all_node.csv"
     pods_csv = OPENB / "openb_pod_list_default.csv"
     if not (nodes_csv.exists() and pods_csv.exists()):
-        pytest.skip(f"{OPENB} is absent (the real traces live in ../shared/data; not copied)")
+        pytest.skip(
+            f"{OPENB} is absent (real traces are read in place from ../shared/data, "
+            "beside the repository)"
+        )
     r = replay(nodes_csv, pods_csv, "fgd", 0)
     assert (r.nodes, r.capacity_gpus, r.trace_pods) == (1523, 6212, 8152)
     assert r.placed_pods + r.failed_pods == r.trace_pods + r.extra_pods

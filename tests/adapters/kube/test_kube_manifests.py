@@ -54,7 +54,8 @@ def _find_manifests() -> Path | None:
 MANIFESTS = _find_manifests()
 pytestmark = pytest.mark.skipif(
     MANIFESTS is None,
-    reason="../shared/data/k8s-manifests is not here (the shared data folder next to the repo)",
+    reason="../shared/data/k8s-manifests is absent (real manifests are read in place from "
+    "../shared/data, beside the repository)",
 )
 
 

@@ -38,7 +38,10 @@ PHILLY_MACHINES = DATA / "philly" / "cluster_machine_list"
 
 def need(path: Path) -> Path:
     if not path.exists():
-        pytest.skip(f"{path} is absent (the real traces live in ../shared/data; not copied)")
+        pytest.skip(
+            f"{path} is absent (real traces are read in place from ../shared/data, "
+            "beside the repository)"
+        )
     return path
 
 
