@@ -356,18 +356,28 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
 
 
 def _foreign_plan_hint(snapshot: Snapshot, plan: Plan, instance: Path | None) -> str:
-    """One line when most of the plan's gangs and nodes are unknown to the instance: the
-    plan was made for another one (e.g. verify PLAN alone checks the default instance)."""
+    """One line when most of the plan's gangs and nodes are unknown to the instance, or most
+    of the instance's gangs have no outcome in the plan: the plan was made for another one
+    (e.g. verify PLAN alone checks the default instance; two generated instances share
+    their gang and node names)."""
     gangs = {p.gang_key for p in plan.pods} | {o.key for o in plan.gangs}
     nodes = {p.node for p in plan.pods}
     names = len(gangs) + len(nodes)
     unknown = sum(1 for g in gangs if g not in snapshot.gang_by_key) + sum(
         1 for n in nodes if n not in snapshot.node_by_name
     )
-    if not names or 2 * unknown <= names:
-        return ""
     which = f"instance {instance}" if instance is not None else "the default instance"
-    return (
-        f"note: {unknown} of the plan's {names} gangs and nodes are unknown to {which}: the "
-        "plan does not seem to be for it; give its instance first: gangplan verify INSTANCE PLAN"
-    )
+    advice = "give its instance first: gangplan verify INSTANCE PLAN"
+    if names and 2 * unknown > names:
+        return (
+            f"note: {unknown:,} of the plan's {names:,} gangs and nodes are unknown to {which}: "
+            f"the plan does not seem to be for it; {advice}"
+        )
+    outcomes = {o.key for o in plan.gangs}
+    missing = sum(1 for g in snapshot.gangs if g.key not in outcomes)
+    if snapshot.gangs and 2 * missing > len(snapshot.gangs):
+        return (
+            f"note: {missing:,} of the {len(snapshot.gangs):,} pending gangs of {which} have no "
+            f"outcome in the plan: the plan does not seem to be for it; {advice}"
+        )
+    return ""

@@ -719,3 +719,30 @@ def test_verify_prints_at_most_fifty_violations_and_counts_the_rest(tmp_path: Pa
     assert sum(1 for ln in lines if ln.startswith("violation: ")) == 50
     assert f"... and {total - 50:,} more violations (--format json lists every one)" in lines
     assert result.stdout.index("note: ") < result.stdout.index("violation: ")
+
+
+def test_verify_says_when_most_gangs_have_no_outcome_in_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the plan knows every name it gives (gang g0, node n1), but 3 of the instance's 4 gangs
+    # have no outcome in it: a plan made for another instance that shares the names
+    gangs = ", ".join(
+        f"{{name: g{i}, queue: q, roles: [{{name: w, count: 1, requests: {{cpu: 1}}}}]}}"
+        for i in range(4)
+    )
+    write(tmp_path, "i.yaml", HEAD + f"nodes: [{NODE}]\nqueues: [{{name: q}}]\ngangs: [{gangs}]\n")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "apiVersion: gangplan.io/v1alpha1\nkind: Plan\n"
+        "gangs:\n  - {gang: g0, admitted: true, placed: 1, roles: {w: 1}}\n"
+        "pods:\n  - {pod: g0-w-0, gang: g0, role: w, node: n1}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    result = run("verify", "i.yaml", "plan.yaml")
+    assert result.exit_code == 1
+    assert (
+        "note: 3 of the 4 pending gangs of instance i.yaml have no outcome in "
+        "the plan: the plan does not seem to be for it; give its instance first: gangplan "
+        "verify INSTANCE PLAN"
+    ) in " ".join(result.stdout.split())
