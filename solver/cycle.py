@@ -144,8 +144,8 @@ def _polished(
     notes.append(
         f"locality polish: {len(got.gathered):,} spread gang"
         f"{'s' if len(got.gathered) != 1 else ''} gathered into fewer domains after the search "
-        f"({budget.spent('polish'):.2f} s); the entries below the first one it raised have "
-        "no bound"
+        f"({budget.parts.get('polish', 0.0):.2f} s); the entries below the first one it "
+        "raised have no bound"
     )
     return sc, got
 
@@ -618,6 +618,8 @@ def _solve(
         if polished is not None:
             sc, pods = polished[0], polished[1].pods
             tiers = _polished_tiers(tiers, sc, polished[1])
+            if status is CycleStatus.OPTIMAL:
+                status = CycleStatus.FEASIBLE  # the entries below the polish lost their proof
             if _below(inc, sc, ctx, budget, notes):
                 notes.append("CP-SAT's plan scores below the incumbent; the incumbent is returned")
                 status = CycleStatus.INCUMBENT

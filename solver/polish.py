@@ -24,13 +24,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gangplan.models import Gang, PodPlacement, Role, growing_nodes
+from gangplan.models import GPU_MILLI, Gang, PodPlacement, Role, growing_nodes
 from gangplan.solver.context import CycleContext
 from gangplan.solver.queue_order import QueueOrder
 from gangplan.solver.score import gang_locality
 from gangplan.solver.state import ClusterState, DeviceChoice
 from gangplan.solver.topology_fit import place_counts
-from gangplan.topology import NODE_LEVEL, Domain
+from gangplan.topology import NODE_LEVEL, Domain, Topology
 
 __all__ = ["Polished", "polish_locality"]
 
@@ -149,8 +149,10 @@ class _Plan:
         gangs = ctx.snapshot.gang_by_key
         for p in pods:
             gang = gangs[p.gang_key]
-            if state.place(gang, gang.role(p.role), p.node, p.pod, _choice(p)) is None:
+            role = gang.role(p.role)
+            if not _fits(state, role, p):
                 return None
+            state.place(gang, role, p.node, p.pod, _choice(p))
         return cls(ctx, state, by_gang, growing)
 
     @property
@@ -213,7 +215,11 @@ class _Plan:
                     journal.append(got)
                     new[i] = got[1][0]
                     break
-        if journal and gang_locality(topo, gang, _roles_nodes(new)) > before:
+        if (
+            journal
+            and _required_hold(topo, gang, new)
+            and gang_locality(topo, gang, _roles_nodes(new)) > before
+        ):
             self.by_gang[gang.key] = new
             return True
         for taken, added in reversed(journal):
@@ -316,12 +322,43 @@ class _Plan:
         return False
 
 
+def _required_hold(topo: Topology, gang: Gang, pods: list[PodPlacement]) -> bool:
+    """Whether ``pods`` keep the gang's required level and each role's in one domain (a
+    partial gather can move some of a role's pods and not the others)."""
+    levels = [(gang.topology.required if gang.topology else None, pods)]
+    for role in gang.roles:
+        if role.topology and role.topology.required:
+            levels.append((role.topology.required, [p for p in pods if p.role == role.name]))
+    for level, members in levels:
+        if level is None or not members:
+            continue
+        if level == NODE_LEVEL:
+            domains: set[object] = {p.node for p in members}
+        else:
+            domains = {topo.domain_of(p.node, level) for p in members}
+        if len(domains) > 1 or None in domains:
+            return False
+    return True
+
+
 def _needs_one_node(gang: Gang) -> bool:
     """Whether the gang, or one of its roles, requires the ``node`` level (its pods then
     stay together: a swap would split them)."""
     levels = [gang.topology.required if gang.topology else None]
     levels += [r.topology.required if r.topology else None for r in gang.roles]
     return NODE_LEVEL in levels
+
+
+def _fits(state: ClusterState, role: Role, p: PodPlacement) -> bool:
+    """Whether pod ``p`` of ``role`` fits its node on ``state`` as it is placed: every
+    amount it asks, the milli-GPU of each device it names, each NIC it names free."""
+    st = state.nodes.get(p.node)
+    if st is None:
+        return False
+    if any(st.resources.get(r, 0) < amount for r, amount in role.requests.items()):
+        return False
+    per = p.gpu_milli if p.gpu_milli is not None else GPU_MILLI
+    return all(st.gpu_milli.get(d, -1) >= per for d in p.gpus) and all(n in st.nics for n in p.nics)
 
 
 def _moved(p: PodPlacement, to: PodPlacement) -> PodPlacement:

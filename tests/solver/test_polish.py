@@ -258,9 +258,10 @@ def _spread_cycle(
     plan_of: Plans,
     one_role_gang: Gangs,
     monkeypatch: pytest.MonkeyPatch,
+    status: CycleStatus = CycleStatus.FEASIBLE,
 ) -> tuple[Snapshot, Plan]:
     """The instance of the first test, with CP-SAT's plan replaced by the spread plan (g on
-    n1 and n3, h on n2), every entry's bound its own value."""
+    n1 and n3, h on n2), every entry's bound its own value, the model's status ``status``."""
     gang = one_role_gang
     s = fat_tree(
         queues=[{"name": "qa"}],
@@ -272,19 +273,22 @@ def _spread_cycle(
     tiers = tuple(TierReport(name=n, value=v, bound=v, status="optimal") for n, v in entries)
 
     def solve_model(*args: Any, **kwargs: Any) -> builder.ModelOutcome:
-        return builder.ModelOutcome(CycleStatus.FEASIBLE, list(spread.pods), tiers=tiers)
+        return builder.ModelOutcome(status, list(spread.pods), tiers=tiers)
 
     monkeypatch.setattr(builder, "solve_model", solve_model)
     return s, spread
 
 
+@pytest.mark.parametrize("status", [CycleStatus.FEASIBLE, CycleStatus.OPTIMAL])
 def test_the_cycle_polishes_cp_sats_plan_and_drops_the_bounds_below(
     fat_tree: Callable[..., Snapshot],
     plan_of: Plans,
     one_role_gang: Gangs,
     monkeypatch: pytest.MonkeyPatch,
+    status: CycleStatus,
 ) -> None:
-    s, spread = _spread_cycle(fat_tree, plan_of, one_role_gang, monkeypatch)
+    # an "optimal" model solution polished is no longer proven optimal: feasible
+    s, spread = _spread_cycle(fat_tree, plan_of, one_role_gang, monkeypatch, status)
     r = solve_cycle(
         s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
     )
@@ -331,3 +335,58 @@ def test_a_polished_plan_that_fails_the_verifier_gives_way_to_cp_sats_own(
     assert "CP-SAT's plan scores below the incumbent; the incumbent is returned" in r.notes
     assert r.incumbent_score is not None and r.score == r.incumbent_score
     assert r.score > score(s, spread)
+
+
+def test_a_role_with_a_required_level_is_never_split(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans
+) -> None:
+    # the reviewer's case: role a (2 x 1 GPU, required leaf) on n1 n2 (s1/l1), role b
+    # (3 x 1 GPU) on n3, n3, n4 (s1/l2); n3 and n4 hold 2 running GPUs each, so s1/l2 has
+    # room for one more pod. Gathering into s1/l2 (3 of g's pods) moves a's pod from n1 to
+    # n4, and a's pod on n2 finds no room: a over two leaves. That is not kept; gathering
+    # into s1/l1 (n1 n2 have 2 GPUs free after a) cannot take b's 3 pods either.
+    def running(*held: tuple[str, int]) -> list[dict[str, Any]]:
+        return [{"name": f"r-{n}", "queue": "qa", "node": n, "requests": {GPU: k}} for n, k in held]
+
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[
+            {
+                "name": "g",
+                "queue": "qa",
+                "roles": [
+                    {
+                        "name": "a",
+                        "count": 2,
+                        "requests": {GPU: 1},
+                        "topology": {"required": "leaf"},
+                    },
+                    {"name": "b", "count": 3, "requests": {GPU: 1}},
+                ],
+            }
+        ],
+        running=running(("n3", 2), ("n4", 2), ("n5", 4), ("n6", 4), ("n7", 4), ("n8", 4)),
+    )
+    placed = {"g": [("a", "n1"), ("a", "n2"), ("b", "n3"), ("b", "n3"), ("b", "n4")]}
+    got, before, after = _polished(s, plan_of, placed)  # verifies the polished plan
+    roles_a = {p.node for p in got.pods if p.role == "a"}
+    assert len({n in ("n1", "n2") for n in roles_a}) == 1  # role a in one leaf
+    assert after >= before
+
+
+def test_a_plan_that_does_not_fit_is_returned_unchanged(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    # g's pods (4 GPUs each) on n1 and on n4, whose GPUs running pods hold: the plan does
+    # not fit the state (it would otherwise be gathered: n2 is free)
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"})],
+        running=_full("n4", "n5", "n6", "n7", "n8"),
+    )
+    gpus = {"gpus": ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]}
+    plan = plan_of(s, {"g": [("w", "n1", gpus), ("w", "n3", gpus)]})
+    bad = [plan.pods[0], plan.pods[1].model_copy(update={"node": "n4"})]
+    got = polish_locality(CycleContext.of(s), bad)
+    assert got.gathered == () and got.pods == bad
