@@ -70,6 +70,10 @@ PLACERS = ("cpsat", *BASELINES)
 MIN_SEARCH_S = 0.05
 """Below this many seconds (deterministic seconds in deterministic mode) left for the model,
 CP-SAT is not started: the incumbent is returned."""
+REASONS_COST = 0.8
+"""The pending reasons' cost relative to the first baseline's (wall time measured on
+generated fat-trees of 512 to 5,120 nodes: 0.54-0.88): what is kept for them is the larger
+of this and ``SolverConfig.reason_share`` of the budget."""
 CHECK_PER_SCORE = 2.5
 """A check (score and verify) of a plan relative to scoring it alone: measured on the first
 baseline's plan at 512 to 5,120 nodes and on openb, 1.8 to 2.8 (the verifier costs about
@@ -438,6 +442,9 @@ class _Incumbent:
     baseline's score (:data:`CHECK_PER_SCORE`; the budget's clock)"""
     first_cost: float = 0.0
     """what the first baseline cost (the budget's clock)"""
+    keep: float = 0.0
+    """what is kept for the pending reasons: ``reason_share`` of the budget, or
+    :data:`REASONS_COST` times the first baseline's cost if more (the budget's clock)"""
 
     @property
     def top(self) -> _Candidate:
@@ -505,7 +512,7 @@ def _incumbent(
     )
     lead = first_baseline(ctx.snapshot)
     order = sorted(BASELINES, key=lambda n: (n != lead, EXPECTED_COST.get(n, 1.0), rank[n]))
-    keep = cfg.reason_share * budget.limit
+    keep = best.keep = cfg.reason_share * budget.limit
     first_cost: float | None = None
     model_need: float | None = None
     for name in order:
@@ -546,6 +553,7 @@ def _incumbent(
         if first_cost is None:
             first_cost = best.first_cost = budget.spent(part)
             best.check_cost = CHECK_PER_SCORE * (budget.spent("check") - spent_check)
+            keep = best.keep = max(keep, REASONS_COST * first_cost)
             need = MODEL_COST * first_cost + SEARCH_SHARE * budget.limit
             room = _room(budget, keep, best.check_cost)
             # protect CP-SAT's time only when it can run at all (otherwise the baselines
@@ -565,7 +573,7 @@ def _solve(
         ctx = reserved_context(ctx)
     notes: list[str] = []
     inc = _incumbent(ctx, previous, cfg, budget, notes)
-    keep = cfg.reason_share * budget.limit
+    keep = inc.keep
     room = _room(budget, keep, inc.check_cost)
     build = MODEL_COST * inc.first_cost
     found: list[PodPlacement] | None = None
