@@ -19,7 +19,7 @@ from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import build_index
 from gangplan.solver.model.objective import build_terms
 from gangplan.solver.model.variables import KINDS, Variables
-from gangplan.solver.result import CycleStatus, SolverConfig
+from gangplan.solver.result import CycleResult, CycleStatus, SolverConfig
 from gangplan.solver.verify import verify
 
 CASES = Path(__file__).resolve().parents[2] / "instances" / "cases"
@@ -237,16 +237,25 @@ def test_the_families_may_be_added_in_any_order(
     statuses = (
         {CycleStatus.OPTIMAL} if cfg.exact_limit else {CycleStatus.OPTIMAL, CycleStatus.INCUMBENT}
     )
+
+    def proven(r: CycleResult) -> bool:
+        # an optimal plan the locality polish then gathered (node locality, derived in
+        # aggregated mode) is feasible: its entries below the polish lost their proof
+        polished = any(n.startswith("locality polish:") for n in r.notes)
+        return r.status in statuses or (
+            not cfg.exact_limit and polished and r.status is CycleStatus.FEASIBLE
+        )
+
     names = reference.score.names
     upto = len(names) if cfg.exact_limit else names.index("locality.node")
-    assert reference.status in statuses, reference.notes
+    assert proven(reference), reference.notes
     assert verify(s, reference.plan) == []
     if name == "binding":
         assert reference.score["p0.gpu_milli"] == 8000  # worked out beside BINDING
     for order in _orders():
         monkeypatch.setattr(Constraints, "FAMILIES", order)
         got = solve_cycle(s, config=cfg)
-        assert got.status in statuses, (order, got.notes)
+        assert proven(got), (order, got.notes)
         assert got.score.values[:upto] == reference.score.values[:upto], order
         assert verify(s, got.plan) == []
 
