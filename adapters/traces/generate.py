@@ -543,7 +543,8 @@ def _pending_gangs(
         }
         if rng.random() < MODEL_CONSTRAINED:
             fits = {m: g for m, g in model_gpus.items() if g >= size}
-            gang["gpu_models"] = [_Draw(fits)(rng)]
+            if fits:  # on a small cluster no model may have the gang's GPUs: any model then
+                gang["gpu_models"] = [_Draw(fits)(rng)]
         multi = pods > 1
         if multi:
             gang["joint"] = "pcie"

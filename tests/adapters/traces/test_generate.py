@@ -293,6 +293,21 @@ def test_cli_generate_writes_a_small_file(tmp_path: Path) -> None:
     assert stdout.exit_code == 0 and stdout.stdout == text
 
 
+def test_a_gang_larger_than_every_gpu_models_share_is_left_unconstrained() -> None:
+    # 8 nodes of 4 GPUs: each of the generator's GPU models has at most a few nodes, so a
+    # drawn gang can ask more GPUs than any one model has; seed 1141 draws one that is
+    # model-constrained (the reviewer's crash: an empty draw). Its gangs name only models
+    # with enough GPUs for them.
+    s = generate_fat_tree(2, 2, 2, "4gpu", seed=1141)
+    per_model: dict[str | None, int] = {}
+    for n in s.nodes:
+        per_model[n.gpu_model] = per_model.get(n.gpu_model, 0) + n.allocatable.get(s.gpu, 0)
+    for g in s.gangs:
+        gpus = sum(r.count * r.requests.get(s.gpu, 0) for r in g.roles)
+        for m in g.gpu_models:
+            assert per_model[m] >= gpus, (g.name, m)
+
+
 # --------------------------------------------------------------------------- trace histograms
 
 
