@@ -29,7 +29,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI, Eviction, Gang, Plan, PodPlacement, TierReport
-from gangplan.solver.budget import SearchStop
+from gangplan.solver.budget import WORK_UNITS_PER_SECOND, SearchStop
 from gangplan.solver.context import CycleContext
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import Index, build_index
@@ -187,6 +187,7 @@ def solve_model(
     started = time.monotonic()
     det_budget = cfg.deterministic_time or cfg.time_limit_s
     det_used = 0.0
+    units0 = ctx.meter.units
     ix = build_index(ctx, cfg, previous, incumbent)
     notes = list(ix.notes)
     if not ix.items:
@@ -263,6 +264,11 @@ def solve_model(
         "blocks": len(ix.blocks),
         "gangs_left_out": len(ix.left_out),
     }
+    if cfg.deterministic:
+        # the build is charged as work, as the cycle charges it (its meter's units, the
+        # model's variables and constraints): the search gets what is left
+        built_units = ctx.meter.units - units0 + size["variables"] + size["constraints"]
+        det_budget -= built_units / WORK_UNITS_PER_SECOND
     hint = v.hint(incumbent, incumbent_evictions)
     hood = Neighbourhoods.of(ix, v) if len(hint) >= LNS_MIN_DECISIONS else None
     pace = Pace.of(hood) if hood is not None else None
