@@ -586,8 +586,9 @@ def _solve(
     if room < build + MIN_SEARCH_S:
         notes.append(
             f"no time left for CP-SAT ({budget.elapsed():.3g} s of the {budget.limit:g} s budget "
-            f"spent before the model, {keep:.3g} s kept for the reasons; building the model "
-            f"would take about {build:.3g} s); the incumbent is returned"
+            f"spent before the model, {keep:.3g} s kept for the reasons and "
+            f"{CHECK_RESERVE * inc.check_cost:.3g} s for {CHECK_RESERVE} checks; building the "
+            f"model would take about {build:.3g} s); the incumbent is returned"
         )
     else:
         polish_keep = _polish_keep(ctx, inc, room - build - MIN_SEARCH_S)
