@@ -400,7 +400,12 @@ def status_line(
         thr_tiers = [t for t in optimised if t.name.endswith(".gpu_milli")]
         bounded = [t for t in thr_tiers if t.gap is not None]
         worst = max(bounded, key=lambda t: t.gap or 0.0, default=None)
-        largest = f"largest gap to the bound {worst.gap or 0.0:.2%} ({worst.name})" if worst else ""
+        if worst is not None and not worst.gap:
+            largest = "every class at its bound"
+        elif worst is not None:
+            largest = f"largest gap to the bound {worst.gap or 0.0:.2%} ({worst.name})"
+        else:
+            largest = ""
         unbounded = [t.name for t in thr_tiers if t.gap is None and t.status != "optimal"]
         if unbounded:
             # a tier improved (or kept) without a bound of the whole model: no gap to claim

@@ -354,6 +354,20 @@ def test_status_when_nothing_can_be_placed_does_not_call_cpsat_a_baseline() -> N
     )
 
 
+def test_feasible_with_every_gpu_entry_at_its_bound_names_no_gap() -> None:
+    # the GPU entries all reached their bounds (gap 0): no "largest gap 0.00%" of one class
+    tiers = (
+        TierReport(name="p1.gpu_milli", value=8000, bound=8000, gap=0.0, status="optimal"),
+        TierReport(name="p0.gpu_milli", value=4000, bound=4000, gap=0.0, status="optimal"),
+        TierReport(name="locality.leaf", value=-3, bound=-1, gap=0.6667, status="feasible"),
+    )
+    line = status_line(_summary("feasible", tiers=tiers), 10)
+    assert line == (
+        "placer cpsat: status feasible — 1 of 3 score entries not proven optimal within the "
+        "cycle's 10 s limit (locality.leaf); GPUs admitted: every class at its bound; 1.50 s"
+    )
+
+
 def test_feasible_says_what_is_not_proven_in_what_time() -> None:
     tiers = (
         TierReport(name="p1.gpu_milli", value=6000, bound=8000, gap=0.25, status="feasible"),
