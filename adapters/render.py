@@ -6,8 +6,8 @@ word-wrapped across the width, and names never broken (a name longer than the wi
 past it rather than being split). Every string — names from the instance, reasons, notes —
 is printed as text, never as rich markup or emoji codes (``"[bold]x"`` prints as it is).
 
-At scale it stays short: pending gangs and admitted multi-pod gangs, :data:`ROW_CAP` rows
-each, then ``... N more; --all to list``; admitted single-pod gangs are counted, not
+At scale it stays short: pending gangs (the highest priority first) and admitted multi-pod
+gangs, :data:`ROW_CAP` rows each, then ``... N more; --all to list``; admitted single-pod gangs are counted, not
 listed, once there are more gangs than :data:`ROW_CAP`. ``show_all`` lists everything.
 """
 
@@ -226,6 +226,9 @@ def _pending_section(
     snapshot: Snapshot, pending: list[GangOutcome], width: int, show_all: bool
 ) -> list[_Line]:
     gangs = snapshot.gang_by_key
+    # the highest priority first (the instance's order within a class): a capped list keeps
+    # the gangs that matter most
+    pending = sorted(pending, key=lambda o: -gangs[o.key].priority if o.key in gangs else 0)
     shown = pending if show_all else pending[:ROW_CAP]
     header: tuple[str, ...] = ("gang", "queue", "prio", "pods", "GPUs asked", "why pending")
     rows: list[tuple[str, ...]] = []

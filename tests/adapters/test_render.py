@@ -267,6 +267,26 @@ def test_at_scale_rows_are_capped_and_single_pod_gangs_counted(
     assert not any("--all" in t for t in every)
 
 
+def test_a_capped_pending_list_shows_the_highest_priority_first(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    # ROW_CAP + 5 pending gangs of priority 0 named before 3 of priority 1000: the three
+    # are listed first, then the first ROW_CAP - 3 of the others, in the instance's order
+    low = [gang(f"a{i:03d}", gpus=0, role={"requests": {"cpu": 1}}) for i in range(ROW_CAP + 5)]
+    high = [gang(f"z{i}", gpus=0, priority=1000, role={"requests": {"cpu": 1}}) for i in range(3)]
+    snap = snapshot_of(nodes=[gpu_node("n0")], queues=[{"name": "qa"}], gangs=low + high)
+    plan = Plan(
+        gangs=tuple(
+            GangOutcome(
+                gang=g["name"], admitted=False, reason=PendingReason(kind="lost", message="x")
+            )
+            for g in low + high
+        )
+    )
+    rows = [t.split()[0] for t in _text(plan_lines(snap, plan, 80)) if t.endswith("lost")]
+    assert rows == ["z0", "z1", "z2", *(f"a{i:03d}" for i in range(ROW_CAP - 3))]
+
+
 BRACKETS = "[/q]"
 
 
