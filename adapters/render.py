@@ -7,8 +7,9 @@ past it rather than being split). Every string — names from the instance, reas
 is printed as text, never as rich markup or emoji codes (``"[bold]x"`` prints as it is).
 
 At scale it stays short: pending gangs (the highest priority first) and admitted multi-pod
-gangs, :data:`ROW_CAP` rows each, then ``... N more; --all to list``; admitted single-pod gangs are counted, not
-listed, once there are more gangs than :data:`ROW_CAP`. ``show_all`` lists everything.
+gangs, :data:`ROW_CAP` rows each, then ``... N more; --all to list``; admitted single-pod
+gangs are counted, not listed, once there are more gangs than :data:`ROW_CAP`.
+``show_all`` lists everything.
 """
 
 from __future__ import annotations
