@@ -152,7 +152,7 @@ class _Plan:
             role = gang.role(p.role)
             if not _fits(state, role, p):
                 return None
-            state.place(gang, role, p.node, p.pod, _choice(p))
+            state.place(gang, role, p.node, p.pod, DeviceChoice.of(p))
         return cls(ctx, state, by_gang, growing)
 
     @property
@@ -260,7 +260,7 @@ class _Plan:
                 ):
                     state.remove(a, r2)
                 for g2, r2, q2, _t2 in moving:
-                    state.place(g2, r2, q2.node, q2.pod, _choice(q2))
+                    state.place(g2, r2, q2.node, q2.pod, DeviceChoice.of(q2))
                 return None
             added.append(placed)
         taken = [q for _g, _r, q, _to in moving]
@@ -287,7 +287,7 @@ class _Plan:
         for a in added:
             g = self.gangs[a.gang_key]
             if (
-                state.place(g, g.role(a.role), a.node, a.pod, _choice(a)) is None
+                state.place(g, g.role(a.role), a.node, a.pod, DeviceChoice.of(a)) is None
             ):  # pragma: no cover
                 raise AssertionError(f"pod {a.pod!r} no longer fits node {a.node!r}")
         self._record(taken, added)
@@ -316,7 +316,9 @@ class _Plan:
             order.charge(gang, role, -1)
         for p in old:
             role = gang.role(p.role)
-            if state.place(gang, role, p.node, p.pod, _choice(p)) is None:  # pragma: no cover
+            if (
+                state.place(gang, role, p.node, p.pod, DeviceChoice.of(p)) is None
+            ):  # pragma: no cover
                 raise AssertionError(f"pod {p.pod!r} no longer fits node {p.node!r}")
             order.charge(gang, role)
         return False
@@ -370,10 +372,6 @@ def _moved(p: PodPlacement, to: PodPlacement) -> PodPlacement:
 
 def _roles_nodes(pods: list[PodPlacement]) -> list[tuple[str, str]]:
     return [(p.role, p.node) for p in pods]
-
-
-def _choice(p: PodPlacement) -> DeviceChoice:
-    return DeviceChoice(p.gpus, p.gpu_milli, p.nics)
 
 
 def _named_as(new: list[PodPlacement], old: list[PodPlacement]) -> list[PodPlacement]:

@@ -179,7 +179,7 @@ def greedy_preemption(
     for p in pods:
         gang = s.gang_by_key[p.gang_key]
         role = gang.role(p.role)
-        state.place(gang, role, p.node, p.pod, DeviceChoice(p.gpus, p.gpu_milli, p.nics))
+        state.place(gang, role, p.node, p.pod, DeviceChoice.of(p))
         order.charge(gang, role)
     evictor = _Evictor(ctx, state, order)
     evicted: set[tuple[str, str]] = set()

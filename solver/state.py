@@ -28,6 +28,11 @@ class DeviceChoice:
     gpu_milli: int | None = None
     nics: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, placement: PodPlacement) -> DeviceChoice:
+        """The devices ``placement`` names (to place it again as it was, or take it off)."""
+        return cls(placement.gpus, placement.gpu_milli, placement.nics)
+
 
 @dataclass
 class NodeState:
@@ -789,11 +794,7 @@ class ClusterState:
 
     def remove(self, placement: PodPlacement, role: Role) -> None:
         """Undo :meth:`place` (gang rollback)."""
-        self._give_back(
-            placement.node,
-            role,
-            DeviceChoice(placement.gpus, placement.gpu_milli, placement.nics),
-        )
+        self._give_back(placement.node, role, DeviceChoice.of(placement))
 
     def gpu_used_fraction(self, node: str) -> float:
         """Share of the node's GPU milli taken (running + placed); 0 for GPU-less nodes."""

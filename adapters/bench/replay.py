@@ -489,8 +489,7 @@ def _run_batched(
         for p in result.plan.pods:
             gang = by_name[p.gang]
             role = gang.roles[0]
-            choice = DeviceChoice(gpus=p.gpus, gpu_milli=p.gpu_milli, nics=p.nics)
-            state.place(gang, role, p.node, p.pod, choice)
+            state.place(gang, role, p.node, p.pod, DeviceChoice.of(p))
             _check_node(state, p.node)
             running.append(
                 RunningPod(
