@@ -249,21 +249,15 @@ class _Plan:
             if p.node not in state.candidate_set(other, other_role):
                 return None
             moving.append((other, other_role, q, p.node))
-        for _g, r, q, _to in moving:
-            state.remove(q, r)
+        taken = [q for _g, _r, q, _to in moving]
+        self._replace(taken, [])
         added: list[PodPlacement] = []
         for g, r, q, to in moving:
             placed = state.place(g, r, to, q.pod) if state.fits(g, r, to) else None
             if placed is None:
-                for a, (_g2, r2, _q2, _t2) in zip(
-                    reversed(added), reversed(moving[: len(added)]), strict=True
-                ):
-                    state.remove(a, r2)
-                for g2, r2, q2, _t2 in moving:
-                    state.place(g2, r2, q2.node, q2.pod, DeviceChoice.of(q2))
+                self._replace(added, taken)
                 return None
             added.append(placed)
-        taken = [q for _g, _r, q, _to in moving]
         self._record(taken, added)
         return taken, added
 
@@ -280,47 +274,44 @@ class _Plan:
     def _apply(self, taken: list[PodPlacement], added: list[PodPlacement]) -> None:
         """Undo an exchange: ``taken`` (its placed pods) off, ``added`` (its pods taken off)
         back with their devices."""
-        state = self.state
-        roles = [self.gangs[q.gang_key].role(q.role) for q in taken]
-        for q, r in zip(taken, roles, strict=True):
-            state.remove(q, r)
-        for a in added:
-            g = self.gangs[a.gang_key]
-            if (
-                state.place(g, g.role(a.role), a.node, a.pod, DeviceChoice.of(a)) is None
-            ):  # pragma: no cover
-                raise AssertionError(f"pod {a.pod!r} no longer fits node {a.node!r}")
+        self._replace(taken, added)
         self._record(taken, added)
+
+    def _replace(self, off: list[PodPlacement], on: list[PodPlacement]) -> None:
+        """On the state only: ``off``'s pods taken off, then ``on``'s placed with the devices
+        they name (pods the state held before, so they fit)."""
+        state = self.state
+        for q in off:
+            state.remove(q, self.gangs[q.gang_key].role(q.role))
+        for a in on:
+            g = self.gangs[a.gang_key]
+            back = state.place(g, g.role(a.role), a.node, a.pod, DeviceChoice.of(a))
+            if back is None:  # pragma: no cover
+                raise AssertionError(f"pod {a.pod!r} no longer fits node {a.node!r}")
 
     # ------------------------------------------------------------------ placed again
 
     def place_again(self, gang: Gang) -> bool:
         """Take ``gang``'s pods off and place as many per role again by topology-fit; kept
         when its locality share rises, else the old pods are put back, devices and all."""
-        state, order = self.state, self.order
+        order = self.order
         old = self.by_gang[gang.key]
         before = self.locality(gang)
-        for p in reversed(old):
-            role = gang.role(p.role)
-            state.remove(p, role)
-            order.charge(gang, role, -1)
+        self._replace(old, [])
+        for p in old:
+            order.charge(gang, gang.role(p.role), -1)
         per_role = Counter(p.role for p in old)
         counts = {r.name: per_role[r.name] for r in gang.roles}
-        new = place_counts(self.ctx, state, order, gang, counts)
+        new = place_counts(self.ctx, self.state, order, gang, counts)
         if new is not None and gang_locality(self.ctx.topo, gang, _roles_nodes(new)) > before:
             self._set(gang, _named_as(new, old))
             return True
-        for p in reversed(new or []):
-            role = gang.role(p.role)
-            state.remove(p, role)
-            order.charge(gang, role, -1)
-        for p in old:
-            role = gang.role(p.role)
-            if (
-                state.place(gang, role, p.node, p.pod, DeviceChoice.of(p)) is None
-            ):  # pragma: no cover
-                raise AssertionError(f"pod {p.pod!r} no longer fits node {p.node!r}")
-            order.charge(gang, role)
+        if new is None:
+            # nothing placed: the queue's usage is back with the old pods; placed, it counts
+            # the same pods per role as the old ones already
+            for p in old:
+                order.charge(gang, gang.role(p.role))
+        self._replace(new or [], old)
         return False
 
 
