@@ -567,7 +567,7 @@ def _incumbent(
 def _solve(
     ctx: CycleContext, previous: Plan | None, cfg: SolverConfig, budget: Budget
 ) -> CycleResult:
-    from gangplan.solver.model.builder import gang_fits, solve_model
+    from gangplan.solver.model.builder import build_units, gang_fits, solve_model
 
     with budget.part("reservations"):
         ctx = reserved_context(ctx)
@@ -608,10 +608,7 @@ def _solve(
         for part, seconds in outcome.parts.items():
             budget.parts[part] = budget.parts.get(part, 0.0) + seconds
         size = outcome.model_size
-        budget.charge(
-            "model",
-            units=ctx.meter.units - before + size.get("variables", 0) + size.get("constraints", 0),
-        )
+        budget.charge("model", units=build_units(ctx.meter.units - before, size))
         budget.charge("search", seconds=outcome.deterministic_time)
         notes += outcome.notes
         status, tiers, model_size = outcome.status, outcome.tiers, size

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ from gangplan.solver.model.variables import Solution, Variables
 from gangplan.solver.result import CycleStatus, SolverConfig
 from gangplan.solver.state import ClusterState
 
-__all__ = ["ModelOutcome", "disaggregate", "solution_plan", "solve_model"]
+__all__ = ["ModelOutcome", "build_units", "disaggregate", "solution_plan", "solve_model"]
 
 MAX_VARIABLES = 400_000
 """Above this many variables the built model is not solved; the incumbent is returned."""
@@ -88,6 +88,14 @@ class ModelOutcome:
     """CP-SAT's deterministic time, summed over every solve (the hint's completion included)"""
     interrupted: bool = False
     """the search was stopped on request (Ctrl-C) before its time was up"""
+
+
+def build_units(meter_units: int, size: Mapping[str, int]) -> int:
+    """The work units a model's build is charged on the deterministic clock
+    (:mod:`gangplan.solver.budget`): the cluster states' node evaluations made during it
+    (``meter_units``) and the model's variables and constraints (``size``, a
+    :attr:`ModelOutcome.model_size`)."""
+    return meter_units + size.get("variables", 0) + size.get("constraints", 0)
 
 
 def _run(solver: cp_model.CpSolver, model: cp_model.CpModel, stop: SearchStop | None) -> Any:
@@ -265,10 +273,8 @@ def solve_model(
         "gangs_left_out": len(ix.left_out),
     }
     if cfg.deterministic:
-        # the build is charged as work, as the cycle charges it (its meter's units, the
-        # model's variables and constraints): the search gets what is left
-        built_units = ctx.meter.units - units0 + size["variables"] + size["constraints"]
-        det_budget -= built_units / WORK_UNITS_PER_SECOND
+        # the build is charged as the cycle charges it (build_units): the search gets the rest
+        det_budget -= build_units(ctx.meter.units - units0, size) / WORK_UNITS_PER_SECOND
     hint = v.hint(incumbent, incumbent_evictions)
     hood = Neighbourhoods.of(ix, v) if len(hint) >= LNS_MIN_DECISIONS else None
     pace = Pace.of(hood) if hood is not None else None
