@@ -418,11 +418,11 @@ class _Candidate:
     pods: list[PodPlacement]
     evictions: list[Eviction] = field(default_factory=list)
 
-    def beats(self, other: _Candidate, empty_rank: int) -> bool:
+    def beats(self, other: _Candidate) -> bool:
         """Higher score, or an equal one and earlier in the registry's order (a baseline
-        equal to the empty plan does not replace it)."""
+        equal to the empty plan, ranked ``len(BASELINES)``, does not replace it)."""
         return other.score < self.score or (
-            other.score == self.score and self.rank < other.rank < empty_rank
+            other.score == self.score and self.rank < other.rank < len(BASELINES)
         )
 
 
@@ -434,7 +434,6 @@ class _Incumbent:
     where CP-SAT's plan scores at least as high, no baseline's plan is verified."""
 
     held: _Candidate
-    empty_rank: int
     pending: list[_Candidate] = field(default_factory=list)
     scores: dict[str, Score] = field(default_factory=dict)
     check_cost: float = 0.0
@@ -450,7 +449,7 @@ class _Incumbent:
     def top(self) -> _Candidate:
         best = self.held
         for cand in self.pending:
-            if cand.beats(best, self.empty_rank):
+            if cand.beats(best):
                 best = cand
         return best
 
@@ -507,8 +506,7 @@ def _incumbent(
             len(rank),
             "empty plan",
             [],
-        ),
-        empty_rank=len(rank),
+        )
     )
     lead = first_baseline(ctx.snapshot)
     order = sorted(BASELINES, key=lambda n: (n != lead, EXPECTED_COST.get(n, 1.0), rank[n]))
@@ -621,16 +619,12 @@ def _solve(
         polished = None
         if outcome.pods is not None and polish_keep and not outcome.evictions:
             polished = _polished(ctx, outcome.pods, previous, budget, keep + inc.check_cost, notes)
+        checked: tuple[list[PodPlacement], Score, list[Eviction]] | None = None
         if polished is not None:
-            sc, pods = polished[0], polished[1].pods
-            tiers = _polished_tiers(tiers, sc, polished[1])
+            checked = (polished[1].pods, polished[0], [])
+            tiers = _polished_tiers(tiers, polished[0], polished[1])
             if status is CycleStatus.OPTIMAL:
                 status = CycleStatus.FEASIBLE  # the entries below the polish lost their proof
-            if _below(inc, sc, ctx, budget, notes):
-                notes.append("CP-SAT's plan scores below the incumbent; the incumbent is returned")
-                status = CycleStatus.INCUMBENT
-            else:
-                found, chosen, found_evictions = pods, sc, []
         elif outcome.pods is not None:
             sc, violation = _check(ctx, outcome.pods, previous, budget, outcome.evictions)
             if violation is not None:
@@ -639,11 +633,14 @@ def _solve(
                     "returned"
                 )
                 status = CycleStatus.FALLBACK
-            elif _below(inc, sc, ctx, budget, notes):
+            else:
+                checked = (outcome.pods, sc, outcome.evictions)
+        if checked is not None:
+            if _below(inc, checked[1], ctx, budget, notes):
                 notes.append("CP-SAT's plan scores below the incumbent; the incumbent is returned")
                 status = CycleStatus.INCUMBENT
             else:
-                found, chosen, found_evictions = outcome.pods, sc, outcome.evictions
+                found, chosen, found_evictions = checked
     placer = "cpsat"
     if found is None:
         inc.settle(ctx, budget, notes)
