@@ -229,7 +229,7 @@ def _pending_section(
     gangs = snapshot.gang_by_key
     # the highest priority first (the instance's order within a class): a capped list keeps
     # the gangs that matter most
-    pending = sorted(pending, key=lambda o: -gangs[o.key].priority if o.key in gangs else 0)
+    pending = sorted(pending, key=lambda o: -gangs[o.key].priority)
     shown = pending if show_all else pending[:ROW_CAP]
     header: tuple[str, ...] = ("gang", "queue", "prio", "pods", "GPUs asked", "why pending")
     rows: list[tuple[str, ...]] = []

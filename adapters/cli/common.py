@@ -23,7 +23,6 @@ import click
 
 from gangplan.adapters.files import InputError, check_output, write_output
 from gangplan.adapters.kube.options import KubeInputError
-from gangplan.adapters.numbers import counted
 from gangplan.adapters.traces.common import Converted, instance_text
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "OutputFile",
     "Seconds",
     "UserError",
-    "counted",
     "echo_warnings",
     "emit_instance",
     "fill80",

@@ -25,7 +25,6 @@ from click.core import ParameterSource
 from gangplan.adapters.cli.common import (
     OUTPUT,
     UserError,
-    counted,
     echo_warnings,
     guard_output,
     problems_found,
@@ -40,6 +39,7 @@ from gangplan.adapters.kube.summary import (
     REASON_NOT_AN_OBJECT,
 )
 from gangplan.adapters.kube.topology import PRESETS, TEMPLATES
+from gangplan.adapters.numbers import counted
 from gangplan.models import Snapshot, instance_from_snapshot
 
 __all__ = ["k8s"]

@@ -15,7 +15,6 @@ from gangplan.adapters.cli.common import (
     OUTPUT,
     SECONDS,
     UserError,
-    counted,
     echo_warnings,
     fill80,
     guard_output,
@@ -24,6 +23,7 @@ from gangplan.adapters.cli.common import (
 )
 from gangplan.adapters.files import STDOUT, load_plan, load_snapshot
 from gangplan.adapters.kube.bindings import Withheld
+from gangplan.adapters.numbers import counted
 from gangplan.models import Plan, Snapshot
 from gangplan.solver.cycle import PLACERS
 
