@@ -45,6 +45,7 @@ so identical nodes share one computation; each node's ``Δ`` per pod shape is ca
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -221,18 +222,22 @@ class _GroupedWorkload:
 
     def fragmentation(self, model: str | None, cpu_free: int, frees: tuple[int, ...]) -> int:
         """Weighted ``F_n(M)`` of a node with GPU ``model``, ``cpu_free`` milli-CPU and
-        ``frees`` milli-GPU per device."""
-        total = sum(frees)
+        ``frees`` milli-GPU per device, in ascending order (as every caller sorts them):
+        the devices too small for a form are then a prefix, found by bisection, and their
+        milli-GPU a prefix sum."""
+        below = list(itertools.accumulate(frees, initial=0))  # below[i]: the i smallest
+        total = below[-1]
         if total == 0:
             return 0
+        devices = len(frees)
         out = self.cpu_only * total
         for gpus, milli, models, cpus, cum, weight in self.forms:
-            if (models and model not in models) or sum(1 for f in frees if f >= milli) < gpus:
+            small = bisect.bisect_left(frees, milli)  # devices with less than milli free
+            if (models and model not in models) or devices - small < gpus:
                 out += weight * total
                 continue
             fit = cum[bisect.bisect_right(cpus, cpu_free)]  # the shapes whose CPU fits
-            partial = sum(f for f in frees if f < milli)
-            out += fit * partial + (weight - fit) * total
+            out += fit * below[small] + (weight - fit) * total
         return out
 
 
