@@ -107,17 +107,21 @@ def _room(budget: Budget, keep: float, check_cost: float) -> float:
     return budget.left() - keep - CHECK_RESERVE * check_cost
 
 
-def _polish_keep(ctx: CycleContext, inc: _Incumbent, spare: float) -> float:
-    """The time kept from CP-SAT's search for the locality polish
-    (:mod:`gangplan.solver.polish`): :data:`POLISH_COST` times the first baseline's cost,
-    when a pending gang has more than one pod, the topology has a leaf level, no gang holds
-    a reservation, and ``spare`` (what the search could give up) holds it; else 0."""
+def _polish_applies(ctx: CycleContext) -> bool:
+    """Whether the locality polish (:mod:`gangplan.solver.polish`) can gather anything: a
+    pending gang has more than one pod, the topology has a leaf level, and no gang holds a
+    reservation."""
     if ctx.snapshot.reservations or ctx.topo.leaf_level is None:
-        return 0.0
-    if not any(g.size > 1 for g in ctx.snapshot.gangs):
-        return 0.0
+        return False
+    return any(g.size > 1 for g in ctx.snapshot.gangs)
+
+
+def _polish_keep(ctx: CycleContext, inc: _Incumbent, spare: float) -> float:
+    """The time kept from CP-SAT's search for the locality polish: :data:`POLISH_COST`
+    times the first baseline's cost, where it applies (:func:`_polish_applies`) and
+    ``spare`` (what the search could give up) holds it; else 0."""
     need = POLISH_COST * inc.first_cost
-    return need if need <= spare else 0.0
+    return need if _polish_applies(ctx) and need <= spare else 0.0
 
 
 def _polished(
@@ -127,11 +131,13 @@ def _polished(
     budget: Budget,
     reserve: float,
     notes: list[str],
+    whose: str = "CP-SAT's",
 ) -> tuple[Score, Polished] | None:
-    """CP-SAT's ``pods`` polished (part ``polish``), scored and verified (part ``check``);
-    None when no gang was gathered, or the polished plan failed the verifier (said in the
-    notes): the caller checks ``pods`` as they are. The polish stops when ``budget`` has
-    no more than ``reserve`` left."""
+    """``pods`` (CP-SAT's plan, or the incumbent's: ``whose`` names it in the notes)
+    polished (part ``polish``), scored and verified (part ``check``); None when no gang was
+    gathered, or the polished plan failed the verifier (said in the notes): the caller
+    checks ``pods`` as they are. The polish stops when ``budget`` has no more than
+    ``reserve`` left."""
     before = ctx.meter.units
     with budget.part("polish"):
         got = polish_locality(ctx, pods, out_of_time=lambda: budget.left() <= reserve)
@@ -141,17 +147,41 @@ def _polished(
     sc, violation = _check(ctx, got.pods, previous, budget, [])
     if violation is not None:
         notes.append(
-            f"the locality polish's plan failed the verifier ({violation}); CP-SAT's own plan "
+            f"the locality polish's plan failed the verifier ({violation}); {whose} own plan "
             "is checked instead"
         )
         return None
+    where = "after the search" if whose == "CP-SAT's" else f"in {whose} plan"
     notes.append(
         f"locality polish: {len(got.gathered):,} spread gang"
-        f"{'s' if len(got.gathered) != 1 else ''} gathered into fewer domains after the search "
+        f"{'s' if len(got.gathered) != 1 else ''} gathered into fewer domains {where} "
         f"({budget.parts.get('polish', 0.0):.2f} s); the entries below the first one it "
         "raised have no bound"
     )
     return sc, got
+
+
+def _polished_incumbent(
+    ctx: CycleContext,
+    inc: _Incumbent,
+    previous: Plan | None,
+    budget: Budget,
+    notes: list[str],
+) -> tuple[Score, Polished] | None:
+    """The incumbent (the best baseline's plan by score, verified or not) polished, when the
+    cycle returns it: CP-SAT did not run or found nothing better. Only where the polish
+    applies (:func:`_polish_applies`; the plan evicts nothing) and its predicted cost
+    (:data:`POLISH_COST` times the first baseline's), with the one check it needs, fits
+    what is left after the reasons' time; None otherwise, or when nothing was gathered or
+    the polished plan failed the verifier. Its score is above the incumbent's (the polish
+    keeps every entry above locality and raises one), so no comparison is needed."""
+    if inc.evictions or not inc.pods or not _polish_applies(ctx):
+        return None
+    if POLISH_COST * inc.first_cost > budget.left() - inc.keep - inc.check_cost:
+        return None
+    return _polished(
+        ctx, inc.pods, previous, budget, inc.keep + inc.check_cost, notes, "the incumbent's"
+    )
 
 
 def _polished_tiers(
@@ -643,9 +673,15 @@ def _solve(
                 found, chosen, found_evictions = checked
     placer = "cpsat"
     if found is None:
-        inc.settle(ctx, budget, notes)
-        found, chosen, found_evictions = inc.pods, inc.score, inc.evictions
-        placer = f"cpsat (incumbent: {inc.name})"
+        polished = _polished_incumbent(ctx, inc, previous, budget, notes)
+        if polished is not None:
+            found, chosen, found_evictions = polished[1].pods, polished[0], []
+            tiers = _polished_tiers(tiers, polished[0], polished[1])
+            placer = f"cpsat (incumbent: {inc.name}, polished)"
+        else:
+            inc.settle(ctx, budget, notes)
+            found, chosen, found_evictions = inc.pods, inc.score, inc.evictions
+            placer = f"cpsat (incumbent: {inc.name})"
         if status not in (CycleStatus.FALLBACK, CycleStatus.INCUMBENT):
             status = CycleStatus.INCUMBENT
 

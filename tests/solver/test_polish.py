@@ -390,3 +390,87 @@ def test_a_plan_that_does_not_fit_is_returned_unchanged(
     bad = [plan.pods[0], plan.pods[1].model_copy(update={"node": "n4"})]
     got = polish_locality(CycleContext.of(s), bad)
     assert got.gathered == () and got.pods == bad
+
+
+@pytest.mark.parametrize("model_found", [False, True])
+def test_the_incumbent_is_polished_when_the_cycle_returns_it(
+    fat_tree: Callable[..., Snapshot],
+    plan_of: Plans,
+    one_role_gang: Gangs,
+    monkeypatch: pytest.MonkeyPatch,
+    model_found: bool,
+) -> None:
+    # every baseline spreads g (n1 and n3, h on n2, as in the first test); CP-SAT finds
+    # nothing, or a plan below it (h left out): the incumbent is returned, gathered by the
+    # same exchange as the first test (g on n1 n2, h on n3)
+    gang = one_role_gang
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
+        running=_full("n4", "n5", "n6", "n7", "n8"),
+    )
+    spread = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]})
+    worse = [p for p in spread.pods if p.gang != "h"]
+    assert score(s, assemble_plan(s, worse, {})) < score(s, spread)
+
+    def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Any]]:
+        ctx.meter.add(100_000)  # 0.1 deterministic s: the polish is predicted to take 0.05
+        return list(spread.pods), []
+
+    def solve_model(*args: Any, **kwargs: Any) -> builder.ModelOutcome:
+        if model_found:
+            return builder.ModelOutcome(CycleStatus.FEASIBLE, list(worse))
+        return builder.ModelOutcome(CycleStatus.INCUMBENT, None)
+
+    monkeypatch.setattr(cycle, "_baseline", baseline)
+    monkeypatch.setattr(builder, "solve_model", solve_model)
+    r = solve_cycle(
+        s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
+    )
+    assert verify(s, r.plan) == []
+    assert r.status is CycleStatus.INCUMBENT, r.notes
+    assert _nodes(list(r.plan.pods), "g") == ["n1", "n2"], (r.notes, r.parts)
+    assert _nodes(list(r.plan.pods), "h") == ["n3"]
+    assert any(
+        n.startswith(
+            "locality polish: 1 spread gang gathered into fewer domains in the incumbent's plan"
+        )
+        for n in r.notes
+    ), r.notes
+    assert r.plan.summary is not None and "polished" in r.plan.summary.placer
+    assert r.incumbent_score == score(s, spread)
+    assert r.score > r.incumbent_score
+
+
+def test_the_incumbent_is_not_polished_without_time_for_it(
+    fat_tree: Callable[..., Snapshot],
+    plan_of: Plans,
+    one_role_gang: Gangs,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the same cycle, with a first baseline of 0.9 deterministic s in a budget of 2: 0.72 s
+    # kept for the reasons (0.8 x 0.9), no room for the second baseline (0.9 s) nor for the
+    # polish (0.45 s) in the 0.38 s left after them and one check
+    gang = one_role_gang
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
+        running=_full("n4", "n5", "n6", "n7", "n8"),
+    )
+    spread = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]})
+
+    def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Any]]:
+        ctx.meter.add(900_000)  # 0.9 deterministic s
+        return list(spread.pods), []
+
+    monkeypatch.setattr(cycle, "_baseline", baseline)
+    monkeypatch.setattr(
+        builder, "solve_model", lambda *a, **k: builder.ModelOutcome(CycleStatus.INCUMBENT, None)
+    )
+    r = solve_cycle(
+        s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
+    )
+    assert verify(s, r.plan) == []
+    assert r.parts.keys() >= {"baseline.topology-fit"} and "polish" not in r.parts, r.parts
+    assert _nodes(list(r.plan.pods), "g") == ["n1", "n3"]
+    assert r.score == score(s, spread)
