@@ -1,19 +1,23 @@
-"""Locality polish: CP-SAT's plan with each spread gang re-placed, where that gathers it.
+"""Locality polish: a plan with each spread gang re-placed, where that gathers it.
 
 Locality ranks below every priority class's fairness and throughput (``docs/design.md``,
 the objective), so a search cut short by the cycle's budget may end before its locality
-tier gets time, and the gangs it admitted stay spread over more domains than they need.
-The polish takes the plan's admitted gangs one at a time, in the snapshot's order, those
-with more than one pod and a locality share below zero
-(:func:`~gangplan.solver.score.gang_locality`): it takes the gang's pods off, places the
-same pods again by topology-fit (Kueue's BestFit, lowest level first:
-:func:`~gangplan.solver.topology_fit.place_counts`) on what the rest of the plan leaves,
-and keeps the new placement only when the gang's own locality share is lexicographically
+tier gets time, and the gangs it admitted stay spread over more domains than they need;
+a baseline's plan, returned when CP-SAT did not run or found nothing better, is polished
+the same way. The polish takes the plan's admitted gangs one at a time, in the snapshot's
+order, those with more than one pod and a locality share below zero
+(:func:`~gangplan.solver.score.gang_locality`). First by exchanges with one-pod gangs
+(:meth:`_Plan.exchange_in`): into a leaf holding some of its pods, else into a leaf
+holding none whose nodes exchanges can free. Failing that, it takes the gang's pods off,
+places the same pods again by topology-fit (Kueue's BestFit, lowest level first:
+:func:`~gangplan.solver.topology_fit.place_counts`) on what the rest of the plan leaves.
+A new placement is kept only when the gang's own locality share is lexicographically
 higher; otherwise the old one is put back, devices and all.
 
 What it cannot change: the same gangs are admitted with the same pods per role, so every
 entry above locality (fairness, GPUs and pods per class) is unchanged; the other gangs'
-pods do not move, so their locality shares are unchanged; the score's locality entries,
+pods do not move, or are one-pod gangs moved by an exchange, whose locality share is zero
+wherever they are, so the others' shares are unchanged; the score's locality entries,
 each a sum over gangs, therefore rise. The entries below (fragmentation, stability) may
 fall: they rank lower. The cycle still scores and verifies the polished plan.
 """
@@ -36,6 +40,8 @@ __all__ = ["Polished", "polish_locality"]
 
 _MAX_EXCHANGED = 8
 """At most this many of the plan's pods on a node for it to take part in an exchange."""
+_MAX_OPEN_LEAVES = 8
+"""At most this many leaves holding none of a gang's pods are tried for its exchanges."""
 
 
 def polish_locality(
@@ -130,6 +136,8 @@ class _Plan:
     ):
         self.ctx, self.state, self.by_gang = ctx, state, by_gang
         self._order: QueueOrder | None = None
+        self._start: ClusterState | None = None
+        """the state the running pods leave, without the plan's (built when first needed)"""
         self.growing = growing
         self.gangs = ctx.snapshot.gang_by_key
         self.on_node: dict[str, list[PodPlacement]] = {}
@@ -185,8 +193,10 @@ class _Plan:
         moves to a node of the leaf, the plan's other pods there (each of a one-pod gang)
         moving to the node it leaves, when every moved pod's node admits it and it fits
         (:meth:`_exchange`; nodes with the fewest of the plan's pods first). The leaves
-        holding its pods are tried, the one holding most first (then topology order); the
-        first whose exchanges raise the gang's locality share is kept, the others undone."""
+        holding its pods are tried, the one holding most first (then topology order), then
+        up to :data:`_MAX_OPEN_LEAVES` leaves holding none of them that exchanges could
+        open for all of its pods (:meth:`_open_leaves`); the first whose exchanges raise
+        the gang's locality share is kept, the others undone."""
         topo = self.ctx.topo
         leaf_level = topo.leaf_level
         if leaf_level is None or _needs_one_node(gang):
@@ -195,7 +205,47 @@ class _Plan:
         count = Counter(topo.domain_of(p.node, leaf_level) for p in self.by_gang[gang.key])
         index = {d: i for i, d in enumerate(topo.domains_at(leaf_level))}
         leaves = sorted((d for d in count if d is not None), key=lambda d: (-count[d], index[d]))
-        return any(self._gather(gang, leaf, before) for leaf in leaves)
+        if any(self._gather(gang, leaf, before) for leaf in leaves):
+            return True
+        return any(self._gather(gang, leaf, before) for leaf in self._open_leaves(gang, count))
+
+    def _open_leaves(self, gang: Gang, held: Mapping[Domain | None, int]) -> list[Domain]:
+        """The leaves not in ``held`` (those holding ``gang``'s pods) where each of its
+        roles has room for its pods on nodes an exchange can take: nodes that admit the
+        role, whose plan pods are each of a one-pod gang (at most :data:`_MAX_EXCHANGED`),
+        counting what fits there on the free amounts the running pods leave; at most
+        :data:`_MAX_OPEN_LEAVES`, in topology order."""
+        topo = self.ctx.topo
+        if self._start is None:
+            self._start = self.ctx.state()
+        start = self._start
+        need = Counter(p.role for p in self.by_gang[gang.key])
+        out: list[Domain] = []
+        for leaf in topo.domains_at(topo.leaf_level or ""):
+            if leaf in held:
+                continue
+            nodes = [n for n in sorted(topo.nodes_in(leaf)) if self._exchangeable(n)]
+            if all(
+                sum(
+                    start.pod_capacity(gang, gang.role(name), n, k)
+                    for n in nodes
+                    if n in self.state.candidate_set(gang, gang.role(name))
+                )
+                >= k
+                for name, k in need.items()
+            ):
+                out.append(leaf)
+                if len(out) == _MAX_OPEN_LEAVES:
+                    break
+        return out
+
+    def _exchangeable(self, node: str) -> bool:
+        """Whether an exchange can move every plan pod off ``node``: at most
+        :data:`_MAX_EXCHANGED`, each of a one-pod gang that is not a growth gang."""
+        on = self.on_node.get(node, ())
+        return len(on) <= _MAX_EXCHANGED and all(
+            q.gang_key not in self.growing and len(self.by_gang[q.gang_key]) == 1 for q in on
+        )
 
     def _gather(self, gang: Gang, leaf: Domain, before: tuple[int, ...]) -> bool:
         topo = self.ctx.topo

@@ -78,6 +78,54 @@ def test_a_spread_gang_is_gathered_by_exchanging_a_one_pod_gang(
     assert after > before
 
 
+def test_a_spread_gang_is_gathered_into_a_leaf_holding_none_of_its_pods(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    # free: n1 (s1/l1), n3 (s1/l2), n5 n6 (s2/l1); n2 n4 n7 n8 full. g (2 x 4 GPUs) on n1
+    # and n3, the one-pod gangs h1 on n5 and h2 on n6. g's own leaves have no second node
+    # to take, and placed again it finds only n1 and n3; the leaf s2/l1 holds none of its
+    # pods but one-pod gangs only: g's pod on n1 goes to n5 (h1 to n1), then its pod on
+    # n3 to n6 (n5 is full now; h2 to n3).
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4), gang("h1", gpus=4), gang("h2", gpus=4)],
+        running=_full("n2", "n4", "n7", "n8"),
+    )
+    got, before, after = _polished(
+        s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "h1": [("w", "n5")], "h2": [("w", "n6")]}
+    )
+    assert got.gathered == ("default/g",)
+    assert _nodes(got.pods, "g") == ["n5", "n6"]
+    assert _nodes(got.pods, "h1") == ["n1"]
+    assert _nodes(got.pods, "h2") == ["n3"]
+    # no preferred level: locality.leaf goes from -(2 leaves - 1) = -1 to 0; the spine
+    # entry (s1 before, s2 after: one spine) stays 0
+    assert dict(before.entries)["locality.leaf"] == -1
+    assert dict(after.entries)["locality.leaf"] == 0
+    assert dict(after.entries)["locality.spine"] == dict(before.entries)["locality.spine"] == 0
+    assert after > before
+
+
+def test_a_leaf_holding_a_gang_of_several_pods_is_not_opened(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    gang = one_role_gang
+    # as above, but s2/l1 holds the two-pod gang k: its pods are not exchanged, so g stays
+    gang_k = gang("k", count=2, gpus=4)
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4), gang_k],
+        running=_full("n2", "n4", "n7", "n8"),
+    )
+    got, before, after = _polished(
+        s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "k": [("w", "n5"), ("w", "n6")]}
+    )
+    assert got.gathered == ()
+    assert _nodes(got.pods, "g") == ["n1", "n3"]
+    assert after == before
+
+
 def test_a_spread_gang_is_placed_again_where_no_exchange_gathers_it(
     fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
 ) -> None:
