@@ -7,12 +7,13 @@ a baseline's plan, returned when CP-SAT did not run or found nothing better, is 
 the same way. The polish takes the plan's admitted gangs one at a time, in the snapshot's
 order, those with more than one pod and a locality share below zero
 (:func:`~gangplan.solver.score.gang_locality`). First by exchanges with one-pod gangs
-(:meth:`_Plan.exchange_in`): into a leaf holding some of its pods, else into a leaf
-holding none whose nodes exchanges can free. Failing that, it takes the gang's pods off,
-places the same pods again by topology-fit (Kueue's BestFit, lowest level first:
-:func:`~gangplan.solver.topology_fit.place_counts`) on what the rest of the plan leaves.
-A new placement is kept only when the gang's own locality share is lexicographically
-higher; otherwise the old one is put back, devices and all.
+(:meth:`_Plan.exchange_in`) into a leaf holding some of its pods; failing that, it takes
+the gang's pods off and places the same pods again by topology-fit (Kueue's BestFit,
+lowest level first: :func:`~gangplan.solver.topology_fit.place_counts`) on what the rest
+of the plan leaves. The gangs still spread then get a second pass, dearer: exchanges into
+a leaf holding none of their pods whose nodes exchanges can free
+(:meth:`_Plan.exchange_open`). A new placement is kept only when the gang's own locality
+share is lexicographically higher; otherwise the old one is put back, devices and all.
 
 What it cannot change: the same gangs are admitted with the same pods per role, so every
 entry above locality (fairness, GPUs and pods per class) is unchanged; the other gangs'
@@ -86,14 +87,24 @@ def polish_locality(
         return unchanged
     gathered: list[str] = []
     rise = [0] * (1 + len(ctx.topo.all_levels))
-    for gang in spread:
-        if out_of_time():
-            break
-        before = plan.locality(gang)
-        if plan.exchange_in(gang) or plan.place_again(gang):
-            gathered.append(gang.key)
-            for i, (a, b) in enumerate(zip(before, plan.locality(gang), strict=True)):
-                rise[i] += b - a
+    # two passes: the cheap moves for every gang first (into its own leaves, or placed
+    # again), then exchanges into leaves holding none of its pods for those left spread,
+    # whose search of the cluster's leaves costs most
+    passes: tuple[Callable[[Gang], bool], ...] = (
+        lambda g: plan.exchange_in(g) or plan.place_again(g),
+        lambda g: plan.exchange_open(g, out_of_time),
+    )
+    for attempt in passes:
+        for gang in spread:
+            if out_of_time():
+                break
+            if gang.key in gathered:
+                continue
+            before = plan.locality(gang)
+            if attempt(gang):
+                gathered.append(gang.key)
+                for i, (a, b) in enumerate(zip(before, plan.locality(gang), strict=True)):
+                    rise[i] += b - a
     if not gathered:
         return unchanged
     out: list[PodPlacement] = []
@@ -138,6 +149,8 @@ class _Plan:
         self._order: QueueOrder | None = None
         self._start: ClusterState | None = None
         """the state the running pods leave, without the plan's (built when first needed)"""
+        self._fitting: dict[tuple[object, ...], list[str]] = {}
+        """per candidate list and pod shape, the nodes where one pod fits ``_start``"""
         self.growing = growing
         self.gangs = ctx.snapshot.gang_by_key
         self.on_node: dict[str, list[PodPlacement]] = {}
@@ -193,21 +206,38 @@ class _Plan:
         moves to a node of the leaf, the plan's other pods there (each of a one-pod gang)
         moving to the node it leaves, when every moved pod's node admits it and it fits
         (:meth:`_exchange`; nodes with the fewest of the plan's pods first). The leaves
-        holding its pods are tried, the one holding most first (then topology order), then
-        up to :data:`_MAX_OPEN_LEAVES` leaves holding none of them that exchanges could
-        open for all of its pods (:meth:`_open_leaves`); the first whose exchanges raise
-        the gang's locality share is kept, the others undone."""
+        holding its pods are tried, the one holding most first (then topology order); the
+        first whose exchanges raise the gang's locality share is kept, the others undone."""
         topo = self.ctx.topo
         leaf_level = topo.leaf_level
         if leaf_level is None or _needs_one_node(gang):
             return False
         before = self.locality(gang)
-        count = Counter(topo.domain_of(p.node, leaf_level) for p in self.by_gang[gang.key])
+        count = self._held(gang)
         index = {d: i for i, d in enumerate(topo.domains_at(leaf_level))}
         leaves = sorted((d for d in count if d is not None), key=lambda d: (-count[d], index[d]))
-        if any(self._gather(gang, leaf, before) for leaf in leaves):
-            return True
-        return any(self._gather(gang, leaf, before) for leaf in self._open_leaves(gang, count))
+        return any(self._gather(gang, leaf, before) for leaf in leaves)
+
+    def exchange_open(self, gang: Gang, out_of_time: Callable[[], bool]) -> bool:
+        """Gather ``gang`` by exchanges (as :meth:`exchange_in`) into a leaf holding none of
+        its pods: up to :data:`_MAX_OPEN_LEAVES` leaves that exchanges could open for all
+        of them (:meth:`_open_leaves`), in topology order, until ``out_of_time``."""
+        if self.ctx.topo.leaf_level is None or _needs_one_node(gang):
+            return False
+        before = self.locality(gang)
+        for leaf in self._open_leaves(gang, self._held(gang)):
+            if out_of_time():
+                return False
+            if self._gather(gang, leaf, before):
+                return True
+        return False
+
+    def _held(self, gang: Gang) -> Counter[Domain | None]:
+        """The leaves holding ``gang``'s pods, with how many each."""
+        topo = self.ctx.topo
+        return Counter(
+            topo.domain_of(p.node, topo.leaf_level or "") for p in self.by_gang[gang.key]
+        )
 
     def _open_leaves(self, gang: Gang, held: Mapping[Domain | None, int]) -> list[Domain]:
         """The leaves not in ``held`` (those holding ``gang``'s pods) where each of its
@@ -216,28 +246,34 @@ class _Plan:
         counting what fits there on the free amounts the running pods leave; at most
         :data:`_MAX_OPEN_LEAVES`, in topology order."""
         topo = self.ctx.topo
+        leaf_level = topo.leaf_level or ""
         if self._start is None:
             self._start = self.ctx.state()
         start = self._start
         need = Counter(p.role for p in self.by_gang[gang.key])
-        out: list[Domain] = []
-        for leaf in topo.domains_at(topo.leaf_level or ""):
-            if leaf in held:
-                continue
-            nodes = [n for n in sorted(topo.nodes_in(leaf)) if self._exchangeable(n)]
-            if all(
-                sum(
-                    start.pod_capacity(gang, gang.role(name), n, k)
-                    for n in nodes
-                    if n in self.state.candidate_set(gang, gang.role(name))
-                )
-                >= k
-                for name, k in need.items()
-            ):
-                out.append(leaf)
-                if len(out) == _MAX_OPEN_LEAVES:
-                    break
-        return out
+        room: dict[Domain | None, dict[str, int]] = {}
+        for name, k in need.items():
+            role = gang.role(name)
+            # the nodes where a pod of the role fits on what the running pods leave
+            # (cached per class of nodes), then only those an exchange can take
+            cands = start.candidates(gang, role)
+            key = (id(cands), gang.joint, tuple(sorted(role.requests.items())))
+            fitting = self._fitting.get(key)
+            if fitting is None:
+                fitting = self._fitting[key] = start.fitting(gang, role, cands)
+            for n in fitting:
+                leaf = topo.domain_of(n, leaf_level)
+                if leaf in held or not self._exchangeable(n):
+                    continue
+                per = room.setdefault(leaf, {})
+                per[name] = per.get(name, 0) + start.pod_capacity(gang, role, n, k)
+        index = {d: i for i, d in enumerate(topo.domains_at(leaf_level))}
+        open_ = [
+            d
+            for d, per in room.items()
+            if d is not None and all(per.get(name, 0) >= k for name, k in need.items())
+        ]
+        return sorted(open_, key=index.__getitem__)[:_MAX_OPEN_LEAVES]
 
     def _exchangeable(self, node: str) -> bool:
         """Whether an exchange can move every plan pod off ``node``: at most
