@@ -18,7 +18,7 @@ from functools import reduce
 
 from ortools.sat.python import cp_model
 
-from gangplan.models import GPU_MILLI
+from gangplan.models import GPU_MILLI, growing_nodes
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.moves import add_moves
 from gangplan.solver.model.variables import Owner, Variables
@@ -30,6 +30,17 @@ __all__ = ["Constraints"]
 def _gcd(values: list[int]) -> int:
     vals = [v for v in values if v > 0]
     return reduce(math.gcd, vals) if vals else 1
+
+
+def _fewest_holding(rooms: list[int], need: int) -> int | None:
+    """How many of ``rooms`` (largest first) it takes to sum to ``need``; None if all of
+    them do not."""
+    total = 0
+    for k, r in enumerate(rooms, 1):
+        total += r
+        if total >= need:
+            return k
+    return None
 
 
 class Constraints:
@@ -44,6 +55,7 @@ class Constraints:
         "nics",  # Σ_s nics[s]·z[s,n] ≤ free NICs of n
         "domain_uses",  # x[i,b] > 0 ⇒ uses[g,L,D(b)]; uses[child] ⇒ uses[parent]
         "required_level",  # Σ_D uses[g,L,D] ≤ 1 for a required level L
+        "spread_floor",  # Σ_D uses[g,L,D] ≥ k·admit[g], k ≥ 1 the fewest domains holding g
         "queue_max",  # Σ_{gangs of q} req·placed ≤ max[q] − running[q]
         "victims_whole",  # kept(v) ∈ {0} ∪ [min_member, size]; no eligible gang: stay
         "evictions_needed",  # evicted(v) ⇒ ∨ over[v,n,r]: putting v back overflows n
@@ -346,6 +358,41 @@ class Constraints:
                     doms = v.uses_at(("i", i), tc.required)
                     if doms:
                         self.m.add(sum(doms) <= 1)
+
+    def _spread_floor(self) -> None:
+        """Not a rule but a bound the rules imply, so the search proves locality sooner: an
+        admitted multi-pod gang uses at least ``k`` domains of each level it has ``uses``
+        at, ``k`` the fewest domains whose room holds its fewest pods (``min_size``), the
+        rooms largest first (at least one: ``uses`` alone only bounds each domain's from
+        below by its share of the gang's pods, so an elastic gang's sum could fall below
+        one in the relaxation). A domain's room for the gang is, over its items, the least of
+        the item's count and the upper bounds of its ``x`` in the domain's blocks (what fits
+        there alone, on the capacity the cycle starts with), so no plan of the model uses
+        fewer. Without it the search's bound on ``locality.*`` stays weak: a gang's
+        ``uses`` are relaxed to fractions. Growth gangs (``models/elastic.py``) are left
+        out: their spread counts their running pods' domains too."""
+        ix, v = self.ix, self.v
+        growing = growing_nodes(ix.snapshot)
+        for g in ix.groups:
+            if not g.multi or g.gang.key in growing:
+                continue
+            owner: Owner = ("g", g.id)
+            for level in v.uses_levels(owner):
+                doms = ix.domain_of_block.get(level)
+                if doms is None:
+                    continue
+                room: dict[object, int] = defaultdict(int)
+                for i in g.items:
+                    per: dict[object, int] = defaultdict(int)
+                    for b, x in v.item_blocks(i):
+                        domain = x.proto.domain  # [lo, hi]; index -1 reads 0 here
+                        per[doms[b]] += int(domain[len(domain) - 1])
+                    for d, c in per.items():
+                        room[d] += min(ix.items[i].count, c)
+                k = _fewest_holding(sorted(room.values(), reverse=True), g.gang.min_size)
+                uses = v.uses_at(owner, level)
+                if k is not None and uses:
+                    self.m.add(sum(uses) >= k * v.admit(g.id))
 
     # ------------------------------------------------------------------ queues
 

@@ -351,6 +351,55 @@ CASES = {
         good=lambda t: [(t.x("g", "n1"), 2), (t.x("g", "n2"), 0)],
         others=("domain_uses",),
     ),
+    # g (2 pods of 4 GPUs), n1 in l1 and n2 in l2, 4 GPUs each: each leaf holds one of its
+    # pods, so an admitted g uses both leaves (k = 2). Admitted with l2's 'uses' at 0 is
+    # infeasible (l1's alone is 1 < 2); with both at 1, feasible. Without the family the
+    # 'uses' are free (no domain_uses link either), so the first pin is feasible.
+    "spread-floor": Case(
+        "spread_floor",
+        {
+            "levels": LEAVES,
+            "nodes": nodes(
+                {"domains": {"leaf": "l1"}, "allocatable": {GPU: 4}},
+                {"domains": {"leaf": "l2"}, "allocatable": {GPU: 4}},
+            ),
+            "queues": [{"name": "q"}],
+            "gangs": [one("g", {GPU: 4}, count=2)],
+        },
+        bad=lambda t: [
+            (t.v.admit(0), 1),
+            (t.v.uses(("g", 0), "leaf", t.leaf("n2")), 0),
+        ],
+        good=lambda t: [
+            (t.v.admit(0), 1),
+            (t.v.uses(("g", 0), "leaf", t.leaf("n1")), 1),
+            (t.v.uses(("g", 0), "leaf", t.leaf("n2")), 1),
+        ],
+    ),
+    # an elastic gang (min_member 1 of 2 pods of 4 GPUs) fits one leaf at its minimum:
+    # k = 1, so admitted with no leaf used is infeasible, one leaf feasible
+    "spread-floor-elastic": Case(
+        "spread_floor",
+        {
+            "levels": LEAVES,
+            "nodes": nodes(
+                {"domains": {"leaf": "l1"}, "allocatable": {GPU: 4}},
+                {"domains": {"leaf": "l2"}, "allocatable": {GPU: 4}},
+            ),
+            "queues": [{"name": "q"}],
+            "gangs": [one("g", {GPU: 4}, count=2, min_member=1)],
+        },
+        bad=lambda t: [
+            (t.v.admit(0), 1),
+            (t.v.uses(("g", 0), "leaf", t.leaf("n1")), 0),
+            (t.v.uses(("g", 0), "leaf", t.leaf("n2")), 0),
+        ],
+        good=lambda t: [
+            (t.v.admit(0), 1),
+            (t.v.uses(("g", 0), "leaf", t.leaf("n1")), 1),
+            (t.v.uses(("g", 0), "leaf", t.leaf("n2")), 0),
+        ],
+    ),
     # a role's own required level: launcher l (1 pod) and workers w (2 pods, required leaf):
     # the workers on n1 and n2 are two leaves (infeasible); both workers on n2 with the
     # launcher on n1, in the other leaf, is feasible (the level binds the role only).
