@@ -498,7 +498,7 @@ def test_the_incumbent_is_not_polished_without_time_for_it(
 ) -> None:
     # the same cycle, with a first baseline of 0.9 deterministic s in a budget of 2: 0.72 s
     # kept for the reasons (0.8 x 0.9), no room for the second baseline (0.9 s) nor for the
-    # polish (0.45 s) in the 0.38 s left after them and one check
+    # polish (0.45 s) in the 0.38 s left after them and the checks kept (scoring costs ~0)
     gang = one_role_gang
     s = fat_tree(
         queues=[{"name": "qa"}],
