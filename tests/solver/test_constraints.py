@@ -151,6 +151,17 @@ HALF = {
 LEAVES = [{"name": "leaf"}]
 
 
+TWO_LEAVES: dict[str, Any] = {
+    # n1 in leaf l1, n2 in leaf l2, 4 GPUs each
+    "levels": LEAVES,
+    "nodes": nodes(
+        {"domains": {"leaf": "l1"}, "allocatable": {GPU: 4}},
+        {"domains": {"leaf": "l2"}, "allocatable": {GPU: 4}},
+    ),
+    "queues": [{"name": "q"}],
+}
+
+
 MOVE_DATA: dict[str, Any] = {
     # n1: v (4 GPUs) of 8; n2: u (4 GPUs) of 8; their copies vmv and umv pending
     "preemption": {"enabled": True, "grace_s": 0},
@@ -358,12 +369,7 @@ CASES = {
     "spread-floor": Case(
         "spread_floor",
         {
-            "levels": LEAVES,
-            "nodes": nodes(
-                {"domains": {"leaf": "l1"}, "allocatable": {GPU: 4}},
-                {"domains": {"leaf": "l2"}, "allocatable": {GPU: 4}},
-            ),
-            "queues": [{"name": "q"}],
+            **TWO_LEAVES,
             "gangs": [one("g", {GPU: 4}, count=2)],
         },
         bad=lambda t: [
@@ -381,12 +387,7 @@ CASES = {
     "spread-floor-elastic": Case(
         "spread_floor",
         {
-            "levels": LEAVES,
-            "nodes": nodes(
-                {"domains": {"leaf": "l1"}, "allocatable": {GPU: 4}},
-                {"domains": {"leaf": "l2"}, "allocatable": {GPU: 4}},
-            ),
-            "queues": [{"name": "q"}],
+            **TWO_LEAVES,
             "gangs": [one("g", {GPU: 4}, count=2, min_member=1)],
         },
         bad=lambda t: [
