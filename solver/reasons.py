@@ -91,12 +91,17 @@ def _describe_pod(s: Snapshot, role: Role) -> str:
 
 
 def _describe_gang(s: Snapshot, gang: Gang) -> str:
-    """``3 pods (1 x 2 cpu, 4Gi memory, 2 x 40 GPUs; 80 GPUs at full size)``: its minimum."""
+    """``3 pods (1 x 2 cpu, 4Gi memory, 2 x 40 GPUs; 80 GPUs at full size)``: its minimum;
+    a gang of one pod says only its shape, ``1 pod (1 x 0.5 GPU)``."""
     need = gang.min_size
-    gpus = sum(r.requests.get(s.gpu, 0) * r.count for r in gang.roles)
+    gpus = sum(r.requests.get(s.gpu, 0) * r.count for r in gang.roles) / GPU_MILLI
     shapes = ", ".join(f"{r.count} x {_describe_pod(s, r)}" for r in gang.roles)
     models = f" {'/'.join(gang.gpu_models)}" if gang.gpu_models else ""
-    tail = f"; {gpus / GPU_MILLI:g}{models} GPUs at full size" if gpus >= GPU_MILLI else ""
+    tail = (
+        f"; {gpus:g}{models} GPU{'' if gpus == 1 else 's'} at full size"
+        if gpus >= 1 and gang.size > 1
+        else ""
+    )
     return f"{_plural(need, 'pod')} ({shapes}{tail})"
 
 

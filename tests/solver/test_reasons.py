@@ -589,3 +589,39 @@ def test_a_gpu_share_is_said_in_gpus_as_the_table_shows_it() -> None:
         "role 'w' needs 3 pods of 0.5 GPU; the empty nodes it may use have room for 2 "
         "(nvidia.com/gpu runs out first)"
     )
+
+
+def test_a_gang_is_described_by_its_pods_and_its_gpus_at_full_size() -> None:
+    from gangplan.solver.reasons import _describe_gang
+
+    s, _ = load_instance(
+        {
+            "levels": [{"name": "leaf"}],
+            "nodes": [_node("n1", 8)],
+            "queues": [{"name": "q"}],
+            "gangs": [
+                {
+                    "name": "one",
+                    "queue": "q",
+                    "gpu_models": ["H100"],
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 1}}],
+                },
+                {
+                    "name": "two",
+                    "queue": "q",
+                    "gpu_models": ["H100"],
+                    "roles": [{"name": "w", "count": 2, "requests": {"nvidia.com/gpu": 1}}],
+                },
+                {
+                    "name": "share",
+                    "queue": "q",
+                    "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": "500m"}}],
+                },
+            ],
+        }
+    )
+    by_name = {g.name: g for g in s.gangs}
+    # one pod: its shape only (its GPUs at full size are the same one GPU)
+    assert _describe_gang(s, by_name["one"]) == "1 pod (1 x 1 GPU)"
+    assert _describe_gang(s, by_name["two"]) == "2 pods (2 x 1 GPU; 2 H100 GPUs at full size)"
+    assert _describe_gang(s, by_name["share"]) == "1 pod (1 x 0.5 GPU)"
