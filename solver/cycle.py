@@ -680,6 +680,12 @@ def _solve(
                 status = CycleStatus.INCUMBENT
             else:
                 found, chosen, found_evictions = checked
+                first = chosen.first_difference(inc.score)
+                notes.append(
+                    f"CP-SAT's plan scores above the incumbent ({inc.name}) at {first}"
+                    if first is not None
+                    else f"CP-SAT's plan scores equal to the incumbent ({inc.name})"
+                )
     placer = "cpsat"
     if found is None:
         polished = _polished_incumbent(ctx, inc, previous, budget, notes)

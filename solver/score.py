@@ -116,6 +116,16 @@ class Score:
     def __lt__(self, other: object) -> bool:
         return self.values < self._check(other).values
 
+    def first_difference(self, other: Score) -> str | None:
+        """The name of the first entry whose value differs from ``other``'s (the one that
+        decides the comparison), None if the scores are equal.
+
+        Raises:
+            ValueError: ``other`` is a score of another snapshot (other entry names).
+        """
+        theirs = self._check(other).values
+        return next((n for (n, a), b in zip(self.entries, theirs, strict=True) if a != b), None)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Score):
             return NotImplemented

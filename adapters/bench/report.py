@@ -247,19 +247,10 @@ def _metric(key: str) -> Metric:
 def _score_relation(run: Run, best: Run | None) -> str:
     if best is None:
         return "n/a"
-    if run.score == best.score:
+    first = run.score.first_difference(best.score)
+    if first is None:
         return "="
-    if best.score < run.score:
-        first = next(
-            n
-            for (n, a), (_, b) in zip(run.score.entries, best.score.entries, strict=True)
-            if a != b
-        )
-        return f"> (at {first})"
-    first = next(
-        n for (n, a), (_, b) in zip(run.score.entries, best.score.entries, strict=True) if a != b
-    )
-    return f"**<** (at {first})"
+    return f"> (at {first})" if best.score < run.score else f"**<** (at {first})"
 
 
 # --------------------------------------------------------------------------- CSV
