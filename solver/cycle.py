@@ -51,6 +51,7 @@ from gangplan.models import (
     PodPlacement,
     Snapshot,
     TierReport,
+    open_status,
 )
 from gangplan.solver.baselines import BASELINES, EXPECTED_COST, first_baseline
 from gangplan.solver.budget import Budget, SearchStop, gc_paused, interruptible
@@ -148,6 +149,13 @@ def _polished(
         got = polish_locality(ctx, pods, out_of_time=lambda: budget.left() <= reserve)
     budget.charge("polish", units=ctx.meter.units - before + len(pods))
     if not got.gathered:
+        if got.spread:
+            notes.append(
+                f"locality polish: none of the {got.spread:,} spread gang"
+                f"{'s' if got.spread != 1 else ''} in {whose} plan gathered "
+                f"({budget.parts.get('polish', 0.0):.2f} s): no exchange with one-pod gangs "
+                "nor placement again raised their locality in the time it had"
+            )
         return None
     sc, violation = _check(ctx, got.pods, previous, budget, [])
     if violation is not None:
@@ -197,10 +205,12 @@ def _polished_tiers(
     tiers: tuple[TierReport, ...], sc: Score, polished: Polished
 ) -> tuple[TierReport, ...]:
     """``tiers`` with the bounds dropped below the first locality entry the polish raised:
-    CP-SAT proved those bounds with the entries above fixed at its own values (an entry
-    without a bound, e.g. ``not optimised (time)``, keeps its status). That entry
+    CP-SAT proved those bounds with the entries above fixed at its own values. That entry
     keeps its bound unless its new value (``sc``'s) passes it: the bound was then the
-    model's own (pruned candidates, aggregated counts), not one of every plan."""
+    model's own (pruned candidates, aggregated counts), not one of every plan. An open
+    entry without a bound (e.g. ``not optimised (time)``) that the polish changed says so
+    (``not optimised (time); polished``); one no placer optimises (``derived``,
+    ``constant``) keeps its status."""
     first = polished.first_raised
     if first is None:
         return tiers
@@ -208,13 +218,19 @@ def _polished_tiers(
     values = dict(sc.entries)
     raised = [n for n in names if n.startswith("locality.")][first]
     below = set(names[names.index(raised) + 1 :])
-    return tuple(
-        t.model_copy(update={"bound": None, "gap": None, "status": POLISHED})
-        if t.bound is not None
-        and (t.name in below or (t.name == raised and values[t.name] > t.bound))
-        else t
-        for t in tiers
-    )
+
+    def marked(t: TierReport) -> TierReport:
+        if t.name not in below and t.name != raised:
+            return t
+        if t.bound is not None:
+            if t.name in below or values[t.name] > t.bound:
+                return t.model_copy(update={"bound": None, "gap": None, "status": POLISHED})
+            return t
+        if open_status(t.status) and values.get(t.name, t.value) != t.value:
+            return t.model_copy(update={"status": f"{t.status}; polished"})
+        return t
+
+    return tuple(marked(t) for t in tiers)
 
 
 def _below(inc: _Incumbent, sc: Score, ctx: CycleContext, budget: Budget, notes: list[str]) -> bool:

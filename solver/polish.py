@@ -79,7 +79,7 @@ def polish_locality(
         and key not in growing
         and min(gang_locality(ctx.topo, gangs[key], _roles_nodes(placed)), default=0) < 0
     ]
-    unchanged = Polished(pods, (), (0,) * (1 + len(ctx.topo.all_levels)))
+    unchanged = Polished(pods, (), (0,) * (1 + len(ctx.topo.all_levels)), spread=len(spread))
     if not spread:
         return unchanged
     plan = _Plan.of(ctx, pods, by_gang, growing)
@@ -113,7 +113,7 @@ def polish_locality(
         if p.gang_key not in done:
             done.add(p.gang_key)
             out.extend(plan.by_gang[p.gang_key])
-    return Polished(out, tuple(gathered), tuple(rise))
+    return Polished(out, tuple(gathered), tuple(rise), spread=len(spread))
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,8 @@ class Polished:
     """how much each locality entry rose (``locality.preferred``, then each level of
     ``topo.all_levels``): the first nonzero one is positive, a later one may be negative
     (a gang gathered into one leaf may take more nodes)"""
+    spread: int = 0
+    """the admitted gangs found spread (the ones the polish tried)"""
 
     @property
     def first_raised(self) -> int | None:

@@ -121,7 +121,8 @@ def test_a_leaf_holding_a_gang_of_several_pods_is_not_opened(
     got, before, after = _polished(
         s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "k": [("w", "n5"), ("w", "n6")]}
     )
-    assert got.gathered == ()
+    # spread: g over two leaves, and k over two nodes (its locality.node share is -1)
+    assert got.gathered == () and got.spread == 2
     assert _nodes(got.pods, "g") == ["n1", "n3"]
     assert after == before
 
@@ -282,10 +283,18 @@ def test_bounds_below_the_first_raised_entry_are_dropped(
         s, plan_of, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]}
     )
     names = [n for n, _ in after.entries]
-    unsolved = names[-1]  # an entry the search gave no time: no bound, its status kept
+    # entries the search gave no time: no bound. stability's value is the same after the
+    # polish (no previous plan: 0), so its status is kept; the last but one (a
+    # fragmentation entry) is given a value the polished plan does not have, so it says
+    # the polish changed it; a derived one keeps its status whatever its value
+    unsolved, changed, derived = names[-1], names[-2], names[-3]
     tiers = tuple(
         TierReport(name=n, value=v, status="not optimised (time)")
         if n == unsolved
+        else TierReport(name=n, value=v - 1, status="not optimised (time)")
+        if n == changed
+        else TierReport(name=n, value=v - 1, status="derived (not in the model)")
+        if n == derived
         else TierReport(name=n, value=v, bound=0, status="optimal")
         for n, v in after.entries
     )
@@ -293,9 +302,11 @@ def test_bounds_below_the_first_raised_entry_are_dropped(
     cut = names.index("locality.preferred")  # the entry raised (test above)
     for n in names[: cut + 1]:
         assert out[n].bound == 0 and out[n].status == "optimal", n
-    for n in names[cut + 1 : -1]:
+    for n in names[cut + 1 : -3]:
         assert out[n].bound is None and out[n].status == POLISHED, n
     assert out[unsolved].status == "not optimised (time)"
+    assert out[changed].status == "not optimised (time); polished"
+    assert out[derived].status == "derived (not in the model)"
 
 
 # --------------------------------------------------------------------------- in the cycle
@@ -522,3 +533,34 @@ def test_the_incumbent_is_not_polished_without_time_for_it(
     assert r.parts.keys() >= {"baseline.topology-fit"} and "polish" not in r.parts, r.parts
     assert _nodes(list(r.plan.pods), "g") == ["n1", "n3"]
     assert r.score == score(s, spread)
+
+
+def test_the_notes_say_when_no_spread_gang_was_gathered(
+    fat_tree: Callable[..., Snapshot],
+    plan_of: Plans,
+    one_role_gang: Gangs,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the plan of the test above as every baseline's, CP-SAT finding nothing: the
+    # incumbent is returned as it is, and the notes say its two spread gangs (g over two
+    # leaves, k over two nodes of one leaf) stayed spread
+    gang = one_role_gang
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4), gang("k", count=2, gpus=4)],
+        running=_full("n2", "n4", "n7", "n8"),
+    )
+    plan = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "k": [("w", "n5"), ("w", "n6")]})
+    monkeypatch.setattr(cycle, "_baseline", lambda ctx, name: (list(plan.pods), []))
+    monkeypatch.setattr(
+        builder, "solve_model", lambda *a, **k: builder.ModelOutcome(CycleStatus.INCUMBENT, None)
+    )
+    r = solve_cycle(
+        s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
+    )
+    assert verify(s, r.plan) == []
+    assert _nodes(list(r.plan.pods), "g") == ["n1", "n3"]
+    assert any(
+        n.startswith("locality polish: none of the 2 spread gangs in the incumbent's plan gathered")
+        for n in r.notes
+    ), r.notes
