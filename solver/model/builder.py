@@ -52,6 +52,13 @@ is returned (on openb at 11-12 s a build that took all of it overran the cycle b
 PRESOLVE_MIN_S = 1.0
 """Tiers given less time than this are solved without CP-SAT's presolve (measured, see
 ``_params``)."""
+PRESOLVE_MIN_VARIABLES = 2_500
+"""Models of fewer variables are solved without CP-SAT's presolve, whatever the time: on the
+generated 64-node fat-trees (832 and 1,664 variables) and the embedded default instance
+(2,159) a tier with presolve ended unproven after its whole slice (``p10.gpu_milli`` at a
+50% and 25% gap; ``locality.node`` and ``fragmentation.gpu_nodes`` on the default), which
+without it were proven, the first in 0.02 s; at 512 nodes (3,530 and 7,207 variables) the
+plan with presolve scored higher at ``p100.fairness`` (5 s, one run each)."""
 LNS_WHOLE_SHARE = 0.3
 """With neighbourhood search on (a model of at least
 :data:`~gangplan.solver.model.neighbourhood.MIN_DECISIONS` decision variables), the share of
@@ -131,7 +138,13 @@ def _complete_hint(
     return solver
 
 
-def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_share: float) -> None:
+def _params(
+    solver: cp_model.CpSolver,
+    cfg: SolverConfig,
+    seconds: float,
+    det_share: float,
+    variables: int = PRESOLVE_MIN_VARIABLES,
+) -> None:
     p = solver.parameters
     p.random_seed = cfg.seed
     if cfg.deterministic:
@@ -142,8 +155,9 @@ def _params(solver: cp_model.CpSolver, cfg: SolverConfig, seconds: float, det_sh
         p.num_workers = max(1, cfg.num_workers)
         p.max_time_in_seconds = max(0.01, seconds)
         # presolve pays off only with time to spare: on a 512-node cycle it alone takes
-        # longer than a 0.3 s slice, and without it the hinted search improves at once
-        p.cp_model_presolve = seconds >= PRESOLVE_MIN_S
+        # longer than a 0.3 s slice, and without it the hinted search improves at once;
+        # on small models it loses proofs (PRESOLVE_MIN_VARIABLES)
+        p.cp_model_presolve = seconds >= PRESOLVE_MIN_S and variables >= PRESOLVE_MIN_VARIABLES
     if cfg.relative_gap > 0:
         p.relative_gap_limit = cfg.relative_gap
 
@@ -382,7 +396,7 @@ def solve_model(
         solver = cp_model.CpSolver()
         model.maximize(expr)
         if whole > 0:
-            _params(solver, cfg, slice_s * whole, det_slice * whole)
+            _params(solver, cfg, slice_s * whole, det_slice * whole, len(model.proto.variables))
             st = _run(solver, model, stop)
         else:
             st = cp_model.UNKNOWN
