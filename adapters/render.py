@@ -6,9 +6,9 @@ word-wrapped across the width, and names never broken (a name longer than the wi
 past it rather than being split). Every string — names from the instance, reasons, notes —
 is printed as text, never as rich markup or emoji codes (``"[bold]x"`` prints as it is).
 
-At scale it stays short: pending gangs (the highest priority first) and admitted multi-pod
-gangs, :data:`ROW_CAP` rows each, then ``... N more; --all to list``; admitted single-pod
-gangs are counted, not listed, once there are more gangs than :data:`ROW_CAP`.
+At scale it stays short: pending gangs and admitted multi-pod gangs, each list the highest
+priority first, :data:`ROW_CAP` rows each, then ``... N more; --all to list``; admitted
+single-pod gangs are counted, not listed, once there are more gangs than :data:`ROW_CAP`.
 ``show_all`` lists everything.
 """
 
@@ -265,6 +265,8 @@ def _admitted_section(
     many: bool,
 ) -> list[_Line]:
     gangs = snapshot.gang_by_key
+    # the highest priority first, as the pending list (the instance's order within a class)
+    admitted = sorted(admitted, key=lambda o: -gangs[o.key].priority)
     listed = admitted if show_all or not many else [o for o in admitted if o.placed > 1]
     singles = len(admitted) - len(listed)
     shown = listed if show_all else listed[:ROW_CAP]

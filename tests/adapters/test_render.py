@@ -28,6 +28,7 @@ from gangplan.models import (
     Snapshot,
     TierReport,
 )
+from gangplan.solver.result import assemble_plan
 from gangplan.solver.verify import verify
 
 GPU = "nvidia.com/gpu"
@@ -285,6 +286,29 @@ def test_a_capped_pending_list_shows_the_highest_priority_first(
     )
     rows = [t.split()[0] for t in _text(plan_lines(snap, plan, 80)) if t.endswith("lost")]
     assert rows == ["z0", "z1", "z2", *(f"a{i:03d}" for i in range(ROW_CAP - 3))]
+
+
+def test_the_admitted_list_shows_the_highest_priority_first(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    # a (priority 0) named before z (priority 1000), both 2 x 1 GPU on n1: z's row first
+    snap = snapshot_of(
+        nodes=[gpu_node("n1")],
+        queues=[{"name": "qa"}],
+        gangs=[gang("a", count=2), gang("z", count=2, priority=1000)],
+    )
+    pods = [
+        PodPlacement(pod=f"{g}-w-{i}", gang=g, role="w", node="n1", gpus=(f"gpu-{2 * j + i}",))
+        for j, g in enumerate(("a", "z"))
+        for i in range(2)
+    ]
+    plan = assemble_plan(snap, pods, {})
+    rows = [
+        t.split()[0]
+        for t in _text(plan_lines(snap, plan, 80))
+        if t.startswith("  a ") or t.startswith("  z ")
+    ]
+    assert rows == ["z", "a"]
 
 
 BRACKETS = "[/q]"
