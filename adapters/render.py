@@ -485,7 +485,9 @@ def plan_lines(
         out += [_Line(t) for t in _wrap(status, width, 0, 2)]
         if s.parts:
             parts = ", ".join(f"{k} {v:.2f} s" for k, v in s.parts.items())
-            out += [_Line(t) for t in _wrap(f"time by part: {parts}", width, 0, 2)]
+            out += [
+                _Line(t) for t in _wrap(f"time by part, in the order run: {parts}", width, 0, 2)
+            ]
         for note in s.notes:
             out += [_Line(t) for t in _wrap(f"note: {note}", width, 0, 2)]
     return [(line.text, line.style) for line in out]

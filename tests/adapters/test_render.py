@@ -476,7 +476,7 @@ def test_cli_status_line_of_an_instance_where_nothing_fits(tmp_path: Path) -> No
     assert r.exit_code == 0, r.output
     # the status line does not call CP-SAT's plan a baseline's (the parts' times after it
     # name the baselines that ran, as parts)
-    status, _, parts = r.output.partition("time by part:")
+    status, _, parts = r.output.partition("time by part, in the order run:")
     assert "baseline" not in status and "baseline.greedy" in parts
     assert "no gang could be placed, so there was nothing to" in r.output
     assert all(len(t) <= 80 for t in r.output.splitlines())
