@@ -556,7 +556,8 @@ class Constraints:
         ]
         for i in vs.victims[victim].eligible:
             c = ix.shapes[ix.items[i].shape].req(resource)
-            x = v.x(i, ix.block_of(i, node))
+            b = ix.block_holding(i, node)
+            x = None if b is None else v.x(i, b)
             if c > 0 and x is not None:
                 terms.append((c, x))
         room = node_obj.allocatable[resource] - vs.fixed[node].get(resource, 0) - back

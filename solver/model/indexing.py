@@ -171,6 +171,14 @@ class Index:
             return self.node_blocks[node]
         return self.block_of_node[node]
 
+    def block_holding(self, item: int, node: int) -> int | None:
+        """:meth:`block_of`, or None where ``node`` is not one of the item's candidates
+        (no block counts its pods there: e.g. a victim's node that an item eligible to
+        replace it may not use)."""
+        if node not in self.items[item].cap:
+            return None
+        return self.block_of(item, node)
+
 
 def _shape_key(snapshot: Snapshot, gang: Gang, role: Role) -> tuple[object, ...]:
     gpu = role.requests.get(snapshot.gpu, 0)

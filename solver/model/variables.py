@@ -696,8 +696,11 @@ class _HintRules:
             n = nidx.get(p.node)
             if i is None or n is None:
                 continue
+            b = ix.block_holding(i, n)
+            if b is None:  # a pod on a node its item may not use: no hint for it
+                continue
             item = ix.items[i]
-            self.x[(i, ix.block_of(i, n))] += 1
+            self.x[(i, b)] += 1
             self.z[(item.shape, n)] += 1
             if ix.groups[item.group].multi:
                 self.admitted.add(item.group)

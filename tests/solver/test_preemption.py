@@ -16,7 +16,7 @@ import pytest
 from gangplan.adapters.files import load_snapshot
 from gangplan.models import Snapshot, load_instance
 from gangplan.solver.cycle import run_baseline, solve_cycle
-from gangplan.solver.result import CycleResult, SolverConfig
+from gangplan.solver.result import CycleResult, CycleStatus, SolverConfig
 from gangplan.solver.score import EVICTION_ENTRIES, score, score_names
 from gangplan.solver.verify import verify
 
@@ -370,3 +370,56 @@ def test_greedy_preemption_commits_nothing_when_the_gang_never_fits() -> None:
     s = instance([within("lower_priority")], [run("low", "q", 0, 8)], [gang("h", "q", 100, 16)])
     for placer in ("greedy", "topology-fit", "fgd"):
         assert run_baseline(s, placer).plan.evictions == ()
+
+
+def test_aggregated_mode_with_a_victim_on_a_node_its_preemptor_may_not_use() -> None:
+    # n1 and n2 in one leaf (aggregated mode at exact_limit 0), 4 GPUs each, full with v on
+    # n1 and u on n2 (priority 0). h (priority 10, same queue, lower_priority within it):
+    # 2 x 1 GPU on one node (required node level), selector pool=b: n2 only. By hand: h
+    # evicts u and takes n2; v stays (h may not use n1). The rows that make an eviction
+    # needed looked up h's count on n1, where a gang counted per node has none: KeyError.
+    s, _ = load_instance(
+        {
+            "apiVersion": "gangplan.io/v1alpha1",
+            "kind": "Instance",
+            "preemption": {"enabled": True, "grace_s": 0},
+            "levels": [{"name": "leaf"}],
+            "nodes": [
+                {"name": "n1", "domains": {"leaf": "l1"}, "allocatable": {GPU: 4}},
+                {
+                    "name": "n2",
+                    "domains": {"leaf": "l1"},
+                    "labels": {"pool": "b"},
+                    "allocatable": {GPU: 4},
+                },
+            ],
+            "queues": [{"name": "q", "preemption": {"within_queue": "lower_priority"}}],
+            "running": [
+                {"name": "v-0", "gang": "v", "queue": "q", "node": "n1", "requests": {GPU: 4}},
+                {"name": "u-0", "gang": "u", "queue": "q", "node": "n2", "requests": {GPU: 4}},
+            ],
+            "gangs": [
+                {
+                    "name": "h",
+                    "queue": "q",
+                    "priority": 10,
+                    "topology": {"required": "node"},
+                    "roles": [
+                        {
+                            "name": "w",
+                            "count": 2,
+                            "node_selector": {"pool": "b"},
+                            "requests": {GPU: 1},
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+    cfg = SolverConfig(deterministic=True, deterministic_time=2, time_limit_s=30, exact_limit=0)
+    r = solve_cycle(s, None, cfg)
+    assert verify(s, r.plan) == []
+    assert r.status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE, CycleStatus.INCUMBENT)
+    assert any(n.startswith("aggregated mode") for n in r.notes)
+    assert sorted(p.node for p in r.plan.pods) == ["n2", "n2"]
+    assert [e.pod for e in r.plan.evictions] == ["u-0"]
