@@ -41,7 +41,9 @@ def add_held_capacity(m: cp_model.CpModel, ix: Index, v: Variables) -> None:
             assert ix.blocks[b].nodes == (n,), f"held node {h.node} shares a block"
             subject = []
             for item in ix.items:
-                x = v.x(item.id, b)
+                # an item counted per node (aggregated mode) has its own block there
+                ib = ix.block_holding(item.id, n)
+                x = None if ib is None else v.x(item.id, ib)
                 if x is not None and not rules.may_backfill(item.gang, res):
                     subject.append((ix.shapes[item.shape], x))
             if not subject:

@@ -563,6 +563,40 @@ CASES = {
         bad=lambda t: [(t.x("s", "n1"), 1)],
         good=lambda t: [(t.x("s", "n2"), 1)],
     ),
+    # the same hold in aggregated mode (n1 and n2 in one leaf), for a gang that requires the
+    # node level (its two
+    # 1-GPU pods on one node: an item counted per node, in n1's own single-node block):
+    # both pods on n1 take 2 of the 0 GPUs big's hold leaves there (infeasible); on n2,
+    # feasible. (The rows once read only the block of n1's leaf pattern, where such an
+    # item has no count: the pods went on n1 unchecked and the verifier refused the plan.)
+    "held-capacity-node-level": Case(
+        "held_capacity",
+        {
+            "preemption": {"now": 700},
+            "levels": LEAVES,
+            "nodes": nodes(
+                {"domains": {"leaf": "l1"}, "allocatable": {GPU: 4}},
+                {"domains": {"leaf": "l1"}, "allocatable": {GPU: 4}},
+            ),
+            "queues": [{"name": "q"}],
+            "gangs": [
+                one("big", {GPU: 4}),
+                one("s", {GPU: 1}, count=2, topology={"required": "node"}),
+            ],
+            "reservations": [
+                {
+                    "gang": "big",
+                    "level": "node",
+                    "domain": "n1",
+                    "start": 1000,
+                    "held": [{"node": "n1", "resources": {GPU: 4000}}],
+                }
+            ],
+        },
+        bad=lambda t: [(t.v.x(t.item("s"), t.ix.node_blocks[t.node("n1")]), 2)],
+        good=lambda t: [(t.v.x(t.item("s"), t.ix.node_blocks[t.node("n2")]), 2)],
+        cfg=replace(EXACT, exact_limit=0),
+    ),
 }
 
 
