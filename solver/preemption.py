@@ -22,6 +22,10 @@ whose nodes the gang placed no pod — room it did not use — and then, the res
 any victim that still fits back. So a plan never evicts for nothing, unlike the Volcano
 behaviour of github.com/volcano-sh/volcano issue #5984 (10 pods evicted where 1 was
 needed), whose plan the verifier refuses.
+
+While reservations are held the baselines do not preempt: their greedy rule does not know
+the holds (a preemptor that may not backfill took a held node's free GPUs, the second
+reviewer's case), so only CP-SAT's model combines preemption and reservations.
 """
 
 from __future__ import annotations
@@ -166,11 +170,13 @@ def greedy_preemption(
     ctx: CycleContext, pods: list[PodPlacement], *, reprieve: bool
 ) -> tuple[list[PodPlacement], list[Eviction]]:
     """``pods`` (a baseline's plan) plus the gangs greedy preemption admits, and the
-    evictions that make room for them (module docstring). Without preemption on, ``pods``
-    unchanged and no eviction."""
+    evictions that make room for them (module docstring). Without preemption on, or with
+    reservations held (``Snapshot.reservations``), ``pods`` unchanged and no eviction: the
+    greedy rule places on what the state leaves, held capacity included, so a gang that may
+    not backfill a reservation would take it (CP-SAT's model keeps both rules)."""
     s = ctx.snapshot
     rules = s.preemption_rules
-    if not rules.enabled or not rules.gangs:
+    if not rules.enabled or not rules.gangs or s.reservations:
         return pods, []
     placed = {p.gang_key for p in pods}
     pending = [g for g in s.gangs if g.key not in placed]

@@ -213,3 +213,18 @@ def test_a_reservation_for_an_unknown_gang_or_node_is_a_clear_error() -> None:
         with pytest.raises(Exception) as err:
             instance({}, reservations=[res])
         assert "reservations[0]" in str(err.value)
+
+
+@pytest.mark.parametrize("placer", PLACERS)
+def test_with_preemption_on_no_baseline_places_on_held_capacity(placer: str) -> None:
+    # preemption on, s of priority 100 (a and c run at 0, so it may evict them) and without
+    # an expected duration: it may not backfill big's hold on n1 (0 GPUs of room there for
+    # it, module docstring). n1's 2 free GPUs are held; n2's 4 are c's, which s could evict.
+    # The baselines do not preempt under a reservation, so s stays pending in theirs; in
+    # every plan s is not on n1
+    base = instance({"priority": 100})
+    s = base.model_copy(update={"preemption": base.preemption.model_copy(update={"enabled": True})})
+    result = cycle(s, placer)  # verifies the plan
+    assert all(p.node != "n1" for p in result.plan.pods if p.gang == "s")
+    if placer != "cpsat":
+        assert "s" not in admitted(result) and result.plan.evictions == ()
