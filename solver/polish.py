@@ -18,18 +18,20 @@ share is lexicographically higher; otherwise the old one is put back, devices an
 What it cannot change: the same gangs are admitted with the same pods per role, so every
 entry above locality (fairness, GPUs and pods per class) is unchanged; the other gangs'
 pods do not move, or are one-pod gangs moved by an exchange, whose locality share is zero
-wherever they are, so the others' shares are unchanged; the score's locality entries,
+wherever they are (here a *one-pod gang* is one with one pod in the plan: an elastic gang
+admitted at one pod counts), so the others' shares are unchanged; the score's locality entries,
 each a sum over gangs, therefore rise. The entries below (fragmentation, stability) may
 fall: they rank lower. The cycle still scores and verifies the polished plan.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gangplan.models import GPU_MILLI, Gang, PodPlacement, Role, growing_nodes
+from gangplan.models import GPU_MILLI, Gang, PodPlacement, Role, Snapshot, growing_nodes
 from gangplan.solver.context import CycleContext
 from gangplan.solver.queue_order import QueueOrder
 from gangplan.solver.score import gang_locality
@@ -71,6 +73,9 @@ def polish_locality(
     by_gang: dict[str, list[PodPlacement]] = {}
     for p in pods:
         by_gang.setdefault(p.gang_key, []).append(p)
+    unchanged = Polished(pods, (), (0,) * (1 + len(ctx.topo.all_levels)))
+    if not _well_formed(snapshot, by_gang):
+        return unchanged
     growing = growing_nodes(snapshot)
     spread = [
         gangs[key]
@@ -79,7 +84,7 @@ def polish_locality(
         and key not in growing
         and min(gang_locality(ctx.topo, gangs[key], _roles_nodes(placed)), default=0) < 0
     ]
-    unchanged = Polished(pods, (), (0,) * (1 + len(ctx.topo.all_levels)), spread=len(spread))
+    unchanged = dataclasses.replace(unchanged, spread=len(spread))
     if not spread:
         return unchanged
     plan = _Plan.of(ctx, pods, by_gang, growing)
@@ -401,6 +406,28 @@ class _Plan:
                 order.charge(gang, gang.role(p.role))
         self._replace(new or [], old)
         return False
+
+
+def _well_formed(snapshot: Snapshot, by_gang: Mapping[str, list[PodPlacement]]) -> bool:
+    """Whether every pod names a gang, role and node of the snapshot, once, and no role has
+    more pods than its count (a verified plan always does; the polish also gets the
+    incumbent before its verification, and re-placing a role beyond its count fails)."""
+    gangs, nodes = snapshot.gang_by_key, snapshot.node_by_name
+    seen: set[tuple[str, str]] = set()
+    for key, placed in by_gang.items():
+        gang = gangs.get(key)
+        if gang is None:
+            return False
+        per_role = Counter(p.role for p in placed)
+        for name, n in per_role.items():
+            role = next((r for r in gang.roles if r.name == name), None)
+            if role is None or n > role.count:
+                return False
+        for p in placed:
+            if p.node not in nodes or (p.namespace, p.pod) in seen:
+                return False
+            seen.add((p.namespace, p.pod))
+    return True
 
 
 def _required_hold(topo: Topology, gang: Gang, pods: list[PodPlacement]) -> bool:

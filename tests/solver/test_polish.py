@@ -564,3 +564,24 @@ def test_the_notes_say_when_no_spread_gang_was_gathered(
         n.startswith("locality polish: none of the 2 spread gangs in the incumbent's plan gathered")
         for n in r.notes
     ), r.notes
+
+
+def test_a_plan_with_more_pods_than_a_role_has_is_returned_unchanged(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, one_role_gang: Gangs
+) -> None:
+    # the first test's spread plan (g on n1 and n3, h on n2; n4 free too) with a third pod
+    # of g's 2-pod role on n4, or with g's first pod twice (again on n4): each fits, but it
+    # is not a plan the polish can re-place (the second reviewer's invalid incumbent raised
+    # IndexError in the placement again); the pods come back as they were
+    gang = one_role_gang
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
+        running=_full("n5", "n6", "n7", "n8"),
+    )
+    spread = list(plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]}).pods)
+    extra = PodPlacement(pod="g-w-2", gang="g", role="w", node="n4")
+    twice = spread[0].model_copy(update={"node": "n4"})
+    for pods in ([*spread, extra], [*spread, twice]):
+        got = polish_locality(CycleContext.of(s), pods)
+        assert got.gathered == () and got.pods == pods
