@@ -160,8 +160,11 @@ def _polished(
     sc, violation = _check(ctx, got.pods, previous, budget, [])
     if violation is not None:
         notes.append(
-            f"the locality polish's plan failed the verifier ({violation}); {whose} own plan "
+            f"the locality polish's plan failed the verifier ({violation}); CP-SAT's own plan "
             "is checked instead"
+            if whose == "CP-SAT's"
+            else f"the incumbent, polished, failed the verifier ({violation}); the incumbent "
+            "is checked as it is (a baseline's plan that fails gives way to the next)"
         )
         return None
     where = "after the search" if whose == "CP-SAT's" else f"in {whose} plan"
