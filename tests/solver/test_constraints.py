@@ -151,6 +151,14 @@ HALF = {
 LEAVES = [{"name": "leaf"}]
 
 
+BIG_HOLDS_N1: dict[str, Any] = {
+    # gang big's reservation of n1's 4 GPUs from t = 1000 s
+    "gang": "big",
+    "level": "node",
+    "domain": "n1",
+    "start": 1000,
+    "held": [{"node": "n1", "resources": {GPU: 4000}}],
+}
 TWO_LEAVES: dict[str, Any] = {
     # n1 in leaf l1, n2 in leaf l2, 4 GPUs each
     "levels": LEAVES,
@@ -550,15 +558,7 @@ CASES = {
             "nodes": nodes({"allocatable": {GPU: 4}}, {"allocatable": {GPU: 4}}),
             "queues": [{"name": "q"}],
             "gangs": [one("big", {GPU: 4}), one("s", {GPU: 1})],
-            "reservations": [
-                {
-                    "gang": "big",
-                    "level": "node",
-                    "domain": "n1",
-                    "start": 1000,
-                    "held": [{"node": "n1", "resources": {GPU: 4000}}],
-                }
-            ],
+            "reservations": [BIG_HOLDS_N1],
         },
         bad=lambda t: [(t.x("s", "n1"), 1)],
         good=lambda t: [(t.x("s", "n2"), 1)],
@@ -583,15 +583,7 @@ CASES = {
                 one("big", {GPU: 4}),
                 one("s", {GPU: 1}, count=2, topology={"required": "node"}),
             ],
-            "reservations": [
-                {
-                    "gang": "big",
-                    "level": "node",
-                    "domain": "n1",
-                    "start": 1000,
-                    "held": [{"node": "n1", "resources": {GPU: 4000}}],
-                }
-            ],
+            "reservations": [BIG_HOLDS_N1],
         },
         bad=lambda t: [(t.v.x(t.item("s"), t.ix.node_blocks[t.node("n1")]), 2)],
         good=lambda t: [(t.v.x(t.item("s"), t.ix.node_blocks[t.node("n2")]), 2)],

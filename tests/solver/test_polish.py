@@ -312,6 +312,19 @@ def test_bounds_below_the_first_raised_entry_are_dropped(
 # --------------------------------------------------------------------------- in the cycle
 
 
+def _first_case(
+    fat_tree: Callable[..., Snapshot], plan_of: Plans, gang: Gangs
+) -> tuple[Snapshot, Plan]:
+    """The first test's instance (free: n1 n2 in s1/l1 and n3) and its spread plan: g
+    (2 x 4 GPUs, prefers a leaf) on n1 and n3, the one-pod gang h on n2."""
+    s = fat_tree(
+        queues=[{"name": "qa"}],
+        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
+        running=_full("n4", "n5", "n6", "n7", "n8"),
+    )
+    return s, plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]})
+
+
 def _spread_cycle(
     fat_tree: Callable[..., Snapshot],
     plan_of: Plans,
@@ -321,13 +334,7 @@ def _spread_cycle(
 ) -> tuple[Snapshot, Plan]:
     """The instance of the first test, with CP-SAT's plan replaced by the spread plan (g on
     n1 and n3, h on n2), every entry's bound its own value, the model's status ``status``."""
-    gang = one_role_gang
-    s = fat_tree(
-        queues=[{"name": "qa"}],
-        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
-        running=_full("n4", "n5", "n6", "n7", "n8"),
-    )
-    spread = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]})
+    s, spread = _first_case(fat_tree, plan_of, one_role_gang)
     entries = score(s, spread).entries
     tiers = tuple(TierReport(name=n, value=v, bound=v, status="optimal") for n, v in entries)
 
@@ -462,13 +469,7 @@ def test_the_incumbent_is_polished_when_the_cycle_returns_it(
     # every baseline spreads g (n1 and n3, h on n2, as in the first test); CP-SAT finds
     # nothing, or a plan below it (h left out): the incumbent is returned, gathered by the
     # same exchange as the first test (g on n1 n2, h on n3)
-    gang = one_role_gang
-    s = fat_tree(
-        queues=[{"name": "qa"}],
-        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
-        running=_full("n4", "n5", "n6", "n7", "n8"),
-    )
-    spread = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]})
+    s, spread = _first_case(fat_tree, plan_of, one_role_gang)
     worse = [p for p in spread.pods if p.gang != "h"]
     assert score(s, assemble_plan(s, worse, {})) < score(s, spread)
 
@@ -510,13 +511,7 @@ def test_the_incumbent_is_not_polished_without_time_for_it(
     # the same cycle, with a first baseline of 0.9 deterministic s in a budget of 2: 0.72 s
     # kept for the reasons (0.8 x 0.9), no room for the second baseline (0.9 s) nor for the
     # polish (0.45 s) in the 0.38 s left after them and the checks kept (scoring costs ~0)
-    gang = one_role_gang
-    s = fat_tree(
-        queues=[{"name": "qa"}],
-        gangs=[gang("g", count=2, gpus=4, topology={"preferred": "leaf"}), gang("h", gpus=4)],
-        running=_full("n4", "n5", "n6", "n7", "n8"),
-    )
-    spread = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "h": [("w", "n2")]})
+    s, spread = _first_case(fat_tree, plan_of, one_role_gang)
 
     def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Any]]:
         ctx.meter.add(900_000)  # 0.9 deterministic s
