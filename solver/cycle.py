@@ -321,13 +321,13 @@ def _finish(
         # and whether the value reaches it when the plan is CP-SAT's own (it meets every
         # earlier tier's fix, so the bound holds for it; an incumbent's need not)
         by_name = {t.name: t for t in tiers}
-        own = status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)  # CP-SAT's own plan
-        tiers = tuple(
-            (by_name[n].revalued(v) if own else by_name[n].model_copy(update={"value": v}))
-            if n in by_name
-            else TierReport(name=n, value=v)
-            for n, v in sc.entries
-        )
+        if status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE):  # CP-SAT's own plan
+            tiers = tuple(
+                by_name[n].revalued(v) if n in by_name else TierReport(name=n, value=v)
+                for n, v in sc.entries
+            )
+        else:
+            tiers = _incumbent_tiers(tiers, sc)
     else:
         tiers = tuple(TierReport(name=n, value=v) for n, v in sc.entries)
     summary = PlanSummary(
@@ -340,6 +340,38 @@ def _finish(
         notes=tuple(_current(notes or [], tiers)),
     )
     return plan.model_copy(update={"summary": summary})
+
+
+INCUMBENT_RETURNED = "; incumbent returned"
+"""Appended to the status of every entry CP-SAT optimised when a baseline's plan is
+returned instead of CP-SAT's."""
+
+
+def _incumbent_tiers(tiers: tuple[TierReport, ...], sc: Score) -> tuple[TierReport, ...]:
+    """The model's entries (``tiers``, CP-SAT's values and bounds) reported for a returned
+    incumbent of score ``sc``. CP-SAT proved each entry's bound with the entries above it
+    fixed at its own values, so a bound holds for the incumbent only down to the first
+    entry where the incumbent's value differs from CP-SAT's: there and above, the gap is
+    recomputed against the incumbent's value (``optimal`` only where it reaches the
+    bound); below, and wherever the value passes the bound (the model's own, e.g. with
+    pruned candidates), the bound is dropped. Every status says the incumbent was
+    returned."""
+    by_name = {t.name: t for t in tiers}
+    out: list[TierReport] = []
+    differed = False
+    for n, v in sc.entries:
+        t = by_name.get(n)
+        if t is None:
+            out.append(TierReport(name=n, value=v))
+            continue
+        if differed or (t.bound is not None and v > t.bound):
+            status = "no bound" if t.bound is not None else t.status
+            got = t.model_copy(update={"value": v, "bound": None, "gap": None, "status": status})
+        else:
+            got = t.revalued(v)
+        out.append(got.model_copy(update={"status": got.status + INCUMBENT_RETURNED}))
+        differed = differed or v != t.value
+    return tuple(out)
 
 
 def _current(notes: list[str], tiers: tuple[TierReport, ...]) -> list[str]:
@@ -729,12 +761,8 @@ def _solve(
         placer,
         status,
         budget,
-        # the model's bounds hold whatever plan is returned; the values are the plan's own
-        tiers=tiers
-        if status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)
-        else tuple(
-            t.model_copy(update={"status": f"{t.status}; incumbent returned"}) for t in tiers
-        ),
+        # CP-SAT's plan: the model's bounds hold for it; an incumbent: _incumbent_tiers
+        tiers=tiers,
         model_size=model_size,
         notes=notes,
         reason_budget=max(0.0, min(budget.left(), keep)),

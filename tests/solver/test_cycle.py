@@ -238,3 +238,34 @@ def test_the_notes_say_where_cp_sats_plan_beats_the_incumbent(monkeypatch: Any) 
     assert verify(s, r.plan) == []
     assert [p.node for p in r.plan.pods] == ["n1"]
     assert "CP-SAT's plan scores above the incumbent (empty plan) at p0.fairness" in r.notes
+
+
+def test_an_incumbents_entries_keep_a_bound_only_down_to_the_first_difference() -> None:
+    """CP-SAT's entries a, b, c, d proven at 10, 5, 3, 2; the incumbent returned scores 10,
+    4, 9, 1. a: the same value, its bound holds (gap 0, optimal). b: the first entry that
+    differs, 4 below the bound 5: gap 1/5 = 0.2, feasible. c and d: proven with b at 5,
+    which the incumbent does not have: no bound (c's 9 is even above CP-SAT's 3)."""
+    from gangplan.models import TierReport
+    from gangplan.solver.cycle import _incumbent_tiers
+    from gangplan.solver.score import Score
+
+    tiers = tuple(
+        TierReport(name=n, value=v, bound=v, gap=0.0, status="optimal")
+        for n, v in (("a", 10), ("b", 5), ("c", 3), ("d", 2))
+    )
+    got = {
+        t.name: t for t in _incumbent_tiers(tiers, Score((("a", 10), ("b", 4), ("c", 9), ("d", 1))))
+    }
+    assert (got["a"].bound, got["a"].gap, got["a"].status) == (
+        10,
+        0.0,
+        "optimal; incumbent returned",
+    )
+    assert (got["b"].bound, got["b"].gap, got["b"].status) == (
+        5,
+        0.2,
+        "feasible; incumbent returned",
+    )
+    for n, v in (("c", 9), ("d", 1)):
+        assert (got[n].value, got[n].bound, got[n].gap) == (v, None, None)
+        assert got[n].status == "no bound; incumbent returned"
