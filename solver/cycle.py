@@ -154,7 +154,7 @@ def _polished(
                 f"locality polish: none of the {got.spread:,} spread gang"
                 f"{'s' if got.spread != 1 else ''} in {whose} plan gathered "
                 f"({budget.parts.get('polish', 0.0):.2f} s): no exchange with one-pod gangs "
-                "nor placement again raised their locality in the time it had"
+                "nor placement again raised their locality"
             )
         return None
     sc, violation = _check(ctx, got.pods, previous, budget, [])
@@ -439,14 +439,29 @@ def _baseline_in(
             topology=ctx.topo,
             shares=ctx.shares,
         )
-    plan = _finish(ctx, pods, sc, name, CycleStatus.BASELINE, budget, evictions=evictions)
+    notes = _held_preemption_note(ctx.snapshot)
+    plan = _finish(
+        ctx, pods, sc, name, CycleStatus.BASELINE, budget, notes=notes, evictions=evictions
+    )
     return CycleResult(
         status=CycleStatus.BASELINE,
         plan=plan,
         score=sc,
         wall_time_s=budget.wall(),
+        notes=notes,
         parts=dict(budget.parts),
     )
+
+
+def _held_preemption_note(snapshot: Snapshot) -> list[str]:
+    """The note that the baselines do not preempt while reservations are held
+    (:func:`~gangplan.solver.preemption.greedy_preemption`), where preemption is on."""
+    if not (snapshot.reservations and snapshot.preemption_rules.enabled):
+        return []
+    return [
+        "the baselines do not preempt while reservations are held (their greedy rule does "
+        "not know the holds); only CP-SAT's model combines preemption and reservations"
+    ]
 
 
 def _baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Eviction]]:
@@ -659,7 +674,7 @@ def _solve(
 
     with budget.part("reservations"):
         ctx = reserved_context(ctx)
-    notes: list[str] = []
+    notes: list[str] = _held_preemption_note(ctx.snapshot)
     inc = _incumbent(ctx, previous, cfg, budget, notes)
     keep = inc.keep
     room = _room(budget, keep, inc.check_cost)

@@ -228,3 +228,6 @@ def test_with_preemption_on_no_baseline_places_on_held_capacity(placer: str) -> 
     assert all(p.node != "n1" for p in result.plan.pods if p.gang == "s")
     if placer != "cpsat":
         assert "s" not in admitted(result) and result.plan.evictions == ()
+    assert any(
+        n.startswith("the baselines do not preempt while reservations") for n in result.notes
+    )
