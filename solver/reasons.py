@@ -91,8 +91,10 @@ def _describe_pod(s: Snapshot, role: Role) -> str:
 
 
 def _describe_gang(s: Snapshot, gang: Gang) -> str:
-    """``3 pods (1 x 2 cpu, 4Gi memory, 2 x 40 GPUs; 80 GPUs at full size)``: its minimum;
-    a gang of one pod says only its shape, ``1 pod (1 x 0.5 GPU)``."""
+    """``3 pods (1 x 2 cpu, 4Gi memory, 2 x 40 GPUs; 80 GPUs at full size)``: its minimum,
+    then its roles at full size; an elastic gang names both sizes, ``1 of 2 pods (2 x 4
+    GPUs; 8 GPUs at full size)``; a gang of one pod says only its shape, ``1 pod (1 x 0.5
+    GPU)``."""
     need = gang.min_size
     gpus = sum(r.requests.get(s.gpu, 0) * r.count for r in gang.roles) / GPU_MILLI
     shapes = ", ".join(f"{r.count} x {_describe_pod(s, r)}" for r in gang.roles)
@@ -102,7 +104,8 @@ def _describe_gang(s: Snapshot, gang: Gang) -> str:
         if gpus >= 1 and gang.size > 1
         else ""
     )
-    return f"{_plural(need, 'pod')} ({shapes}{tail})"
+    size = _plural(need, "pod") if need == gang.size else f"{need} of {_plural(gang.size, 'pod')}"
+    return f"{size} ({shapes}{tail})"
 
 
 def _names(keys: list[str]) -> str:

@@ -617,6 +617,12 @@ def test_a_gang_is_described_by_its_pods_and_its_gpus_at_full_size() -> None:
                     "queue": "q",
                     "roles": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": "500m"}}],
                 },
+                {
+                    "name": "elastic",
+                    "queue": "q",
+                    "min_member": 1,
+                    "roles": [{"name": "w", "count": 2, "requests": {"nvidia.com/gpu": 4}}],
+                },
             ],
         }
     )
@@ -625,3 +631,5 @@ def test_a_gang_is_described_by_its_pods_and_its_gpus_at_full_size() -> None:
     assert _describe_gang(s, by_name["one"]) == "1 pod (1 x 1 GPU)"
     assert _describe_gang(s, by_name["two"]) == "2 pods (2 x 1 GPU; 2 H100 GPUs at full size)"
     assert _describe_gang(s, by_name["share"]) == "1 pod (1 x 0.5 GPU)"
+    # elastic: its minimum of its full size, then the roles at full size
+    assert _describe_gang(s, by_name["elastic"]) == "1 of 2 pods (2 x 4 GPUs; 8 GPUs at full size)"
