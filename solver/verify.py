@@ -460,9 +460,17 @@ def check_queue_max(ctx: _Ctx) -> Iterator[Violation]:
             if res in asked[q.name] and usage[q.name].get(res, 0) > cap:
                 yield Violation(
                     "queue_max",
-                    f"queue {q.name!r}: {res} use {format_quantity(res, usage[q.name][res])} "
-                    f"exceeds its max {format_quantity(res, cap)}",
+                    f"queue {q.name!r}: {res} use {_amount(s, res, usage[q.name][res])} "
+                    f"exceeds its max {_amount(s, res, cap)}",
                 )
+
+
+def _amount(s: Snapshot, res: str, value: int) -> str:
+    """An amount of ``res`` as a person reads it: GPUs as a count (``27.5``, not the
+    quantity ``27500m``), anything else as a Kubernetes quantity."""
+    if res == s.gpu:
+        return f"{value / GPU_MILLI:g}"
+    return format_quantity(res, value)
 
 
 def _violations(

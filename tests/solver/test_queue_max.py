@@ -140,3 +140,21 @@ def test_the_verifier_counts_model_specific_gpus() -> None:
     bad = verify(s, assemble_plan(s, both, {}))
     assert [v.rule for v in bad] == ["queue_max"]
     assert "nvidia.com/a100 use 4 exceeds its max 2" in bad[0].message
+
+
+def test_a_queues_gpu_use_is_said_in_gpus() -> None:
+    # qa: max 1 GPU; two one-pod gangs of 750m each on n1 (one 4-GPU node): 1.5 GPUs used,
+    # said as 1.5 (the quantity would read 1500m)
+    s = _load(
+        {
+            "nodes": [{"name": "n1", "allocatable": {"cpu": 8, GPU: 4}}],
+            "queues": [{"name": "qa", "max": {GPU: 1}}],
+            "gangs": [_one("a", {GPU: "750m"}), _one("b", {GPU: "750m"})],
+        }
+    )
+    pods = [
+        PodPlacement(pod=f"{g}-w-0", gang=g, role="w", node="n1", gpus=(d,), gpu_milli=750)
+        for g, d in (("a", "gpu-0"), ("b", "gpu-1"))
+    ]
+    bad = verify(s, assemble_plan(s, pods, {}))
+    assert [v.message for v in bad] == ["queue 'qa': nvidia.com/gpu use 1.5 exceeds its max 1"]
