@@ -282,13 +282,20 @@ class _Plan:
         ]
         return sorted(open_, key=index.__getitem__)[:_MAX_OPEN_LEAVES]
 
+    def _others(self, node: str, gang_key: str = "") -> list[PodPlacement] | None:
+        """The plan's pods on ``node`` but ``gang_key``'s, if an exchange can move them all
+        off it: at most :data:`_MAX_EXCHANGED`, each of a one-pod gang that is not a growth
+        gang; else None."""
+        others = [q for q in self.on_node.get(node, ()) if q.gang_key != gang_key]
+        if len(others) > _MAX_EXCHANGED or any(
+            q.gang_key in self.growing or len(self.by_gang[q.gang_key]) != 1 for q in others
+        ):
+            return None
+        return others
+
     def _exchangeable(self, node: str) -> bool:
-        """Whether an exchange can move every plan pod off ``node``: at most
-        :data:`_MAX_EXCHANGED`, each of a one-pod gang that is not a growth gang."""
-        on = self.on_node.get(node, ())
-        return len(on) <= _MAX_EXCHANGED and all(
-            q.gang_key not in self.growing and len(self.by_gang[q.gang_key]) == 1 for q in on
-        )
+        """Whether an exchange can move every plan pod off ``node`` (:meth:`_others`)."""
+        return self._others(node) is not None
 
     def _gather(self, gang: Gang, leaf: Domain, before: tuple[int, ...]) -> bool:
         topo = self.ctx.topo
@@ -327,8 +334,8 @@ class _Plan:
         devices chosen again; the pods taken off and the pods placed (``p``'s first), or
         None with nothing changed."""
         state = self.state
-        others = [q for q in self.on_node.get(node, ()) if q.gang_key != gang.key]
-        if node == p.node or len(others) > _MAX_EXCHANGED:
+        others = self._others(node, gang.key)
+        if node == p.node or others is None:
             return None
         role = gang.role(p.role)
         if node not in state.candidate_set(gang, role):
@@ -336,8 +343,6 @@ class _Plan:
         moving: list[tuple[Gang, Role, PodPlacement, str]] = [(gang, role, p, node)]
         for q in others:
             other = self.gangs[q.gang_key]
-            if q.gang_key in self.growing or len(self.by_gang[q.gang_key]) != 1:
-                return None
             other_role = other.role(q.role)
             if p.node not in state.candidate_set(other, other_role):
                 return None
