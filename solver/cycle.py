@@ -137,13 +137,14 @@ def _polished(
     budget: Budget,
     reserve: float,
     notes: list[str],
-    whose: str = "CP-SAT's",
+    incumbent: bool = False,
 ) -> tuple[Score, Polished] | None:
-    """``pods`` (CP-SAT's plan, or the incumbent's: ``whose`` names it in the notes)
+    """``pods`` (CP-SAT's plan, or with ``incumbent`` the incumbent's, as the notes say)
     polished (part ``polish``), scored and verified (part ``check``); None when no gang was
     gathered, or the polished plan failed the verifier (said in the notes): the caller
     checks ``pods`` as they are. The polish stops when ``budget`` has no more than
     ``reserve`` left."""
+    whose = "the incumbent's" if incumbent else "CP-SAT's"
     before = ctx.meter.units
     with budget.part("polish"):
         got = polish_locality(ctx, pods, out_of_time=lambda: budget.left() <= reserve)
@@ -162,12 +163,12 @@ def _polished(
         notes.append(
             f"the locality polish's plan failed the verifier ({violation}); CP-SAT's own plan "
             "is checked instead"
-            if whose == "CP-SAT's"
+            if not incumbent
             else f"the incumbent, polished, failed the verifier ({violation}); the incumbent "
             "is checked as it is (a baseline's plan that fails gives way to the next)"
         )
         return None
-    where = "after the search" if whose == "CP-SAT's" else f"in {whose} plan"
+    where = f"in {whose} plan" if incumbent else "after the search"
     notes.append(
         f"locality polish: {len(got.gathered):,} spread gang"
         f"{'s' if len(got.gathered) != 1 else ''} gathered into fewer domains {where} "
@@ -197,7 +198,7 @@ def _polished_incumbent(
     reserve = inc.keep + INCUMBENT_CHECK_MARGIN * inc.check_cost
     if POLISH_COST * inc.first_cost > budget.left() - reserve:
         return None
-    got = _polished(ctx, inc.pods, previous, budget, reserve, notes, "the incumbent's")
+    got = _polished(ctx, inc.pods, previous, budget, reserve, notes, incumbent=True)
     if got is not None and got[0] < inc.score:  # pragma: no cover (the polish's invariant)
         notes.append("the polished incumbent scores below the incumbent; it is not used")
         return None
