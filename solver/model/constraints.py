@@ -21,7 +21,7 @@ from ortools.sat.python import cp_model
 from gangplan.models import GPU_MILLI, growing_nodes
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.moves import add_moves
-from gangplan.solver.model.variables import Owner, Variables
+from gangplan.solver.model.variables import Owner, Variables, var_bounds
 from gangplan.solver.queue_order import pod_charge, running_charge
 
 __all__ = ["Constraints"]
@@ -385,8 +385,7 @@ class Constraints:
                 for i in g.items:
                     per: dict[object, int] = defaultdict(int)
                     for b, x in v.item_blocks(i):
-                        domain = x.proto.domain  # [lo, hi]; index -1 reads 0 here
-                        per[doms[b]] += int(domain[len(domain) - 1])
+                        per[doms[b]] += var_bounds(x)[1]
                     for d, c in per.items():
                         room[d] += min(ix.items[i].count, c)
                 k = _fewest_holding(sorted(room.values(), reverse=True), g.gang.min_size)

@@ -47,7 +47,7 @@ from gangplan.models.quantity import CPU
 from gangplan.solver.fairness import FairShares
 from gangplan.solver.fragmentation import PodShape, Workload, shape_fragmentation
 from gangplan.solver.model.indexing import Index
-from gangplan.solver.model.variables import Variables
+from gangplan.solver.model.variables import Variables, var_bounds
 from gangplan.solver.score import score_names
 
 __all__ = ["BuildStopped", "ObjectiveTerm", "build_terms"]
@@ -334,11 +334,9 @@ class _Affine:
         if seen is not None and seen[0] == self.const and seen[1] == len(self.terms):
             return seen[2], seen[3]
         lo = hi = self.const
-        variables = self.model.proto.variables
         for c, var in self.terms:
-            dom = variables[var.index].domain
-            # (this repeated field does not take negative indices: dom[-1] reads 0)
-            a, b = c * dom[0], c * dom[len(dom) - 1]
+            low, high = var_bounds(var)
+            a, b = c * low, c * high
             lo, hi = lo + min(a, b), hi + max(a, b)
         self._seen = (self.const, len(self.terms), lo, hi)
         return lo, hi

@@ -75,7 +75,7 @@ from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.preemption import Victims
 from gangplan.topology import NODE_LEVEL
 
-__all__ = ["KINDS", "Kind", "Solution", "Variables"]
+__all__ = ["KINDS", "Kind", "Solution", "Variables", "var_bounds"]
 
 Key = Any
 """A variable's key within its kind: a tuple of dense indices and names (see the table)."""
@@ -732,3 +732,10 @@ class _HintRules:
             "stay": lambda v: self.stay.get(v, 1),
             "keep": lambda u: self.keep.get(u, 0),
         }
+
+
+def var_bounds(var: cp_model.IntVar) -> tuple[int, int]:
+    """The least and the greatest value of ``var``'s domain (read from its proto: that
+    repeated field takes no negative index, ``domain[-1]`` reads 0)."""
+    dom = var.proto.domain
+    return int(dom[0]), int(dom[len(dom) - 1])
