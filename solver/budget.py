@@ -14,6 +14,8 @@ recorded under its name in :attr:`Budget.parts`:
 ``baseline.NAME``
     each baseline placer, cheapest first (:data:`~gangplan.solver.baselines.EXPECTED_COST`);
     a baseline whose predicted cost does not fit what is left is skipped, and the notes say so;
+``restarts``
+    FGD's restarts, where FGD leads the baselines (:mod:`gangplan.solver.restarts`);
 ``check``
     scoring and verifying the baselines' plans and CP-SAT's;
 ``model``, ``search``, ``plan``

@@ -216,12 +216,23 @@ class _GangPlacer:
         return out
 
 
-def fgd(ctx: CycleContext) -> list[PodPlacement]:
+def fgd(
+    ctx: CycleContext, *, scorer: FgdScorer | None = None, order: QueueOrder | None = None
+) -> list[PodPlacement]:
     """Fragmentation gradient descent (Weng et al., USENIX ATC '23; module docstring),
     measured against ``ctx.workload``.
+
+    Args:
+        ctx: the cycle's context.
+        scorer: the measure and the state to place on (default: exact ``Δ`` on a fresh copy
+            of the cycle's state, which the placed pods are left on); FGD's restarts
+            (:mod:`gangplan.solver.restarts`) give their own, on a state they reuse.
+        order: the order gangs are placed in (default :class:`QueueOrder` of ``ctx``).
 
     Returns:
         The placed pods (each passes the verifier with the others).
     """
-    placer = _GangPlacer(ctx, FgdScorer(ctx.state(), ctx.workload), QueueOrder(ctx))
+    if scorer is None:
+        scorer = FgdScorer(ctx.state(), ctx.workload)
+    placer = _GangPlacer(ctx, scorer, order if order is not None else QueueOrder(ctx))
     return placer.run()

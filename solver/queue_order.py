@@ -26,7 +26,7 @@ holds GPUs on a node of that model (:func:`pod_charge`, :func:`running_charge`).
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from gangplan.models import Gang, PodPlacement, Role, RunningPod, Snapshot
 from gangplan.solver.context import CycleContext
@@ -65,10 +65,18 @@ def running_charge(snapshot: Snapshot, pod: RunningPod) -> dict[str, int]:
 class QueueOrder:
     """Queues by weighted dominant share, lowest first (Volcano ``drf``/``proportion``,
     Kueue fair sharing); weight 0 queues after all others; ties by name. Gangs of a queue
-    by priority (higher first), then creation time, then name. Tracks queue usage and
-    headroom under ``max`` as gangs are placed."""
+    by priority (higher first), then creation time, then name — or, given ``tie`` (gang key
+    -> rank), by priority then that rank (FGD's restarts, :mod:`gangplan.solver.restarts`,
+    try other orders of a queue's gangs of one priority). Tracks queue usage and headroom
+    under ``max`` as gangs are placed."""
 
-    def __init__(self, ctx: CycleContext, gangs: list[Gang] | None = None):
+    def __init__(
+        self,
+        ctx: CycleContext,
+        gangs: list[Gang] | None = None,
+        *,
+        tie: Mapping[str, int] | None = None,
+    ):
         self.ctx = ctx
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         """queue -> resource -> what its running and placed pods count against its max"""
@@ -82,9 +90,14 @@ class QueueOrder:
         by_queue: dict[str, list[Gang]] = defaultdict(list)
         for g in gangs if gangs is not None else ctx.snapshot.gangs:
             by_queue[g.queue].append(g)
+
+        def key(g: Gang) -> tuple[float, float, str]:
+            if tie is not None:
+                return (-g.priority, tie[g.key], g.name)
+            return (-g.priority, g.creation_time, g.name)
+
         self.pending: dict[str, deque[Gang]] = {
-            q: deque(sorted(gs, key=lambda g: (-g.priority, g.creation_time, g.name)))
-            for q, gs in by_queue.items()
+            q: deque(sorted(gs, key=key)) for q, gs in by_queue.items()
         }
         self._contribution: dict[int, tuple[Role, dict[str, int]]] = {}
         """each role's share per pod (:meth:`FairShares.contribution`), by the role's id"""
