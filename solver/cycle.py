@@ -708,8 +708,9 @@ def _restart(
     the baselines (pods ask GPU shares) and they apply (:func:`_restarts_apply`): up to
     :data:`RESTARTS`, each while its predicted cost (the last restart's; the first's, the
     ``fgd`` baseline's) fits what is left after the reasons' time and one check, and the
-    restarts have spent less than :data:`RESTART_SHARE` of the budget. The best restart is
-    scored and joins the pool as ``fgd restarts``; it becomes the incumbent only if it
+    restarts have spent less than :data:`RESTART_SHARE` of the budget; then the best one's
+    descent (:meth:`FgdRestarts.descend`) if one more restart's cost fits. The best restart
+    is scored and joins the pool as ``fgd restarts``; it becomes the incumbent only if it
     scores strictly higher than every baseline's plan."""
     if not _restarts_apply(ctx, inc):
         return
@@ -727,6 +728,10 @@ def _restart(
         budget.charge("restarts", units=ctx.meter.units - before)
         before = ctx.meter.units
         predicted = budget.spent("restarts") - spent
+    if search.best is not None and predicted <= budget.left() - inc.keep - inc.check_cost:
+        with budget.part("restarts"):
+            search.descend()  # about one restart's work: each pod tried on the nodes used
+        budget.charge("restarts", units=ctx.meter.units - before)
     best = search.best
     if best is None:
         notes.append(
@@ -738,7 +743,10 @@ def _restart(
     cand = _Candidate(sc, len(BASELINES) + 1, "fgd restarts", best.pods)
     top = inc.top
     inc.pending.append(cand)
-    runs = f"FGD restarts: {search.tried} run ({budget.parts.get('restarts', 0.0):.2f} s)"
+    runs = (
+        f"FGD restarts: {search.tried} run ({budget.parts.get('restarts', 0.0):.2f} s), "
+        f"{best.moved:,} pod{'' if best.moved == 1 else 's'} of the best moved by the descent"
+    )
     if cand.beats(top):
         notes.append(
             f"{runs}; the best (restart {best.number}) scores above {top.name}'s plan at "
