@@ -56,7 +56,13 @@ from gangplan.models import (
     open_status,
 )
 from gangplan.solver.baselines import BASELINES, EXPECTED_COST, first_baseline
-from gangplan.solver.budget import Budget, SearchStop, gc_paused, interruptible
+from gangplan.solver.budget import (
+    WORK_UNITS_PER_SECOND,
+    Budget,
+    SearchStop,
+    gc_paused,
+    interruptible,
+)
 from gangplan.solver.context import CycleContext
 from gangplan.solver.polish import Polished, polish_locality
 from gangplan.solver.preemption import REPRIEVE, greedy_preemption
@@ -709,7 +715,8 @@ def _restart(
     :data:`RESTARTS`, each while its predicted cost (the last restart's; the first's, the
     ``fgd`` baseline's) fits what is left after the reasons' time and one check, and the
     restarts have spent less than :data:`RESTART_SHARE` of the budget; then the best one's
-    descent (:meth:`FgdRestarts.descend`) if one more restart's cost fits. The best restart
+    descent (:meth:`FgdRestarts.descend`), which stops itself where the restarts' share or
+    what is left after the reasons' time and one check ends. The best restart
     is scored and joins the pool as ``fgd restarts``; it becomes the incumbent only if it
     scores strictly higher than every baseline's plan."""
     if not _restarts_apply(ctx, inc):
@@ -728,9 +735,24 @@ def _restart(
         budget.charge("restarts", units=ctx.meter.units - before)
         before = ctx.meter.units
         predicted = budget.spent("restarts") - spent
-    if search.best is not None and predicted <= budget.left() - inc.keep - inc.check_cost:
+    allowed = min(budget.left() - inc.keep - inc.check_cost, cap - budget.spent("restarts"))
+    if search.best is not None and allowed > 0:
+        # the descent's work grows with pods x nodes used (openb: 8,152 pods on 1,523
+        # nodes), so it stops itself at what is allowed, on the budget's clock
+        if budget.deterministic:
+            limit_units = ctx.meter.units + allowed * WORK_UNITS_PER_SECOND
+
+            def out_of_time() -> bool:
+                return ctx.meter.units >= limit_units
+
+        else:
+            deadline = budget.clock() + allowed
+
+            def out_of_time() -> bool:
+                return budget.clock() >= deadline
+
         with budget.part("restarts"):
-            search.descend()  # about one restart's work: each pod tried on the nodes used
+            search.descend(out_of_time=out_of_time)
         budget.charge("restarts", units=ctx.meter.units - before)
     best = search.best
     if best is None:

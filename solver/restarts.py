@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gangplan.models import GPU_MILLI, PodPlacement
@@ -123,10 +124,17 @@ class FgdRestarts:
         before = sum(self._exact.fragmentation(n) for n in touched)
         return (*(v for c in self._classes for v in (milli[c], count[c])), before - after)
 
-    def descend(self, passes: int = DESCENT_PASSES) -> Restart | None:
+    def descend(
+        self,
+        passes: int = DESCENT_PASSES,
+        out_of_time: Callable[[], bool] = lambda: False,
+    ) -> Restart | None:
         """The best restart improved by the packing-keeping descent (module docstring),
         which becomes :attr:`best`; None if no restart ran. The state is as before
-        afterwards."""
+        afterwards. Its work grows with the restart's pods times the nodes they use (each
+        node tried counts one unit on the state's meter, the deterministic clock), so it
+        asks ``out_of_time`` before each pod and stops when told: the pods not yet tried
+        stay where the restart put them."""
         best = self.best
         if best is None:
             return None
@@ -139,12 +147,17 @@ class FgdRestarts:
         position = state.position
         used = sorted({p.node for p in pods}, key=position.__getitem__)
         moved = 0
+        stopped = False
         for _ in range(passes):
             moved_now = 0
             for i, p in enumerate(pods):
                 gang = by_key[p.gang_key]
                 if gang.size != 1:
                     continue  # a pod of a larger gang moves its gang's domains
+                if out_of_time():
+                    stopped = True
+                    break
+                state.meter.add(len(used))
                 role = gang.role(p.role)
                 state.remove(p, role)
                 here = exact.best_on_node(gang, role, p.node)
@@ -164,7 +177,7 @@ class FgdRestarts:
                 assert new is not None  # it fitted there, or best_on_node said it fits
                 pods[i] = new
             moved += moved_now
-            if not moved_now:
+            if not moved_now or stopped:
                 break
         self.best = Restart(best.number, pods, self._taken_back(pods), moved)
         return self.best

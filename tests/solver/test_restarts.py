@@ -180,6 +180,11 @@ def test_the_descent_moves_a_pod_onto_a_used_node_where_fragmentation_falls(
 
     start = [pod("a", "n1", 400), pod("b", "n2", 600)]
     search.best = Restart(0, start, (1000, 2, -400))
+    # out of time before the first pod: nothing moves, the plan is the start's
+    stopped = search.descend(out_of_time=lambda: True)
+    assert stopped is not None and stopped.moved == 0
+    assert [(p.gang, p.node) for p in stopped.pods] == [("a", "n1"), ("b", "n2")]
+    assert stopped.key == (1000, 2, -400)
     got = search.descend()
     assert got is not None and got.moved == 1
     assert {p.gang: p.node for p in got.pods} == {"a": "n2", "b": "n2"}
