@@ -302,8 +302,9 @@ class Run:
     score: Score
     notes: list[str] = field(default_factory=list)
     parts: dict[str, float] = field(default_factory=dict)
-    """wall seconds per part of the cycle (``context``, ``baseline.NAME``, ``check``,
-    ``model``, ``search``, ``plan``, ``reasons``: :mod:`gangplan.solver.budget`)"""
+    """wall seconds per part of the cycle (``context``, ``baseline.NAME``, ``restarts``,
+    ``check``, ``model``, ``search``, ``plan``, ``polish``, ``reasons``:
+    :mod:`gangplan.solver.budget`)"""
     model_size: dict[str, int] = field(default_factory=dict)
     cpu_s: float = 0.0
     """CPU seconds of the process during the run, every thread (CP-SAT's workers too): on a
