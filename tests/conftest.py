@@ -190,6 +190,38 @@ def plan_of() -> Callable[[Snapshot, Mapping[str, Sequence[Placement]]], Plan]:
     return build_plan
 
 
+def share_gangs(
+    count: int, sizes: Sequence[str | int], cpus: Sequence[int], seed: int
+) -> list[dict]:
+    """``count`` one-pod gangs ``g000``, ``g001``, ... of queue ``qa``, created in that
+    order, each asking a GPU size of ``sizes`` (``"300m"``: a share; 1: a whole GPU) and
+    cores of ``cpus``, drawn by ``random.Random(seed)``."""
+    import random
+
+    rng = random.Random(seed)
+    return [
+        {
+            "name": f"g{i:03d}",
+            "queue": "qa",
+            "creation_time": i,
+            "roles": [
+                {
+                    "name": "w",
+                    "count": 1,
+                    "requests": {GPU: rng.choice(sizes), "cpu": rng.choice(cpus)},
+                }
+            ],
+        }
+        for i in range(count)
+    ]
+
+
+@pytest.fixture
+def random_share_gangs() -> Callable[..., list[dict]]:
+    """``random_share_gangs(count, sizes, cpus, seed)``: see :func:`share_gangs`."""
+    return share_gangs
+
+
 CHILD_MEMORY = 1 << 30
 """Address space of a :func:`run_limited` child, bytes: gangplan needs under 400 MB to start
 and read a small file, so a run past this is input that takes memory it should not."""

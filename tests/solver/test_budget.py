@@ -299,51 +299,24 @@ def test_an_invalid_baseline_plan_gives_way_to_the_next_best(
     assert r.plan.summary is not None and "fgd" not in r.plan.summary.placer
 
 
-def _shares_instance() -> Snapshot:
-    # 32 nodes of 4 GPUs and 16 cores, 240 one-pod gangs asking GPU shares (so fgd leads and
-    # FGD's restarts run) and a few cores each
-    import random
-
-    from gangplan.models import load_instance
-
-    rng = random.Random(5)
-    snap, _ = load_instance(
-        {
-            "apiVersion": "gangplan.io/v1alpha1",
-            "kind": "Instance",
-            "nodes": [
-                {"name": f"n{i:02d}", "allocatable": {"nvidia.com/gpu": 4, "cpu": 16}}
-                for i in range(32)
-            ],
-            "queues": [{"name": "qa"}],
-            "gangs": [
-                {
-                    "name": f"g{i:03d}",
-                    "queue": "qa",
-                    "creation_time": i,
-                    "roles": [
-                        {
-                            "name": "w",
-                            "count": 1,
-                            "requests": {
-                                "nvidia.com/gpu": rng.choice(["250m", "450m", "700m", 1]),
-                                "cpu": rng.choice([1, 2, 3]),
-                            },
-                        }
-                    ],
-                }
-                for i in range(240)
-            ],
-        }
-    )
-    return snap
-
-
 @pytest.mark.parametrize("limit", [0.02, 0.1, 0.5])
-def test_fgds_restarts_stay_inside_a_deterministic_budget(limit: float) -> None:
-    # the restarts and their descent are charged as work (node evaluations), and the
-    # descent stops itself at what is allowed: the cycle's parts together fit the limit
-    s = _shares_instance()
+def test_fgds_restarts_stay_inside_a_deterministic_budget(
+    limit: float,
+    snapshot_of: Callable[..., Snapshot],
+    random_share_gangs: Callable[..., list[dict]],
+) -> None:
+    # 32 nodes of 4 GPUs and 16 cores, 240 one-pod gangs asking GPU shares (so fgd leads and
+    # FGD's restarts run): the restarts and their descent are charged as work (node
+    # evaluations), and the descent stops itself at what is allowed, so the cycle's parts
+    # together fit the limit
+    s = snapshot_of(
+        nodes=[
+            {"name": f"n{i:02d}", "allocatable": {"nvidia.com/gpu": 4, "cpu": 16}}
+            for i in range(32)
+        ],
+        queues=[{"name": "qa"}],
+        gangs=random_share_gangs(240, ["250m", "450m", "700m", 1], [1, 2, 3], 5),
+    )
     cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=limit)
     r = solve_cycle(s, None, cfg)
     assert verify(s, r.plan) == []

@@ -4,7 +4,6 @@ restart in the incumbent pool. Values worked out by hand."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 
 from gangplan.models import PodPlacement, Snapshot
@@ -199,35 +198,19 @@ def test_the_descent_moves_a_pod_onto_a_used_node_where_fragmentation_falls(
 
 def test_the_descent_keeps_the_nodes_and_never_worsens_the_key(
     snapshot_of: Callable[..., Snapshot],
+    random_share_gangs: Callable[..., list[dict]],
 ) -> None:
     # random shares and CPU on eight 4-GPU nodes, 30 one-pod gangs, 12 seeds: after the
     # descent each plan uses no node its restart did not use, places the same pods,
     # verifies, and its key is at least the restart's; over the seeds some pods do move
     # (else this would test nothing)
     moved = 0
+    sizes = ["200m", "300m", "450m", "600m", "800m", 1]
     for seed in range(12):
-        rng = random.Random(seed)
         snap = snapshot_of(
             nodes=[{"name": f"n{i}", "allocatable": {GPU: 4, "cpu": 16}} for i in range(8)],
             queues=[{"name": "qa"}],
-            gangs=[
-                {
-                    "name": f"g{i}",
-                    "queue": "qa",
-                    "creation_time": i,
-                    "roles": [
-                        {
-                            "name": "w",
-                            "count": 1,
-                            "requests": {
-                                GPU: rng.choice(["200m", "300m", "450m", "600m", "800m", 1]),
-                                "cpu": rng.choice([1, 2, 4, 6]),
-                            },
-                        }
-                    ],
-                }
-                for i in range(30)
-            ],
+            gangs=random_share_gangs(30, sizes, [1, 2, 4, 6], seed),
         )
         search = FgdRestarts(CycleContext.of(snap), seed=seed)
         for _ in range(4):
