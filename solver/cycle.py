@@ -119,9 +119,11 @@ fit what is left."""
 RESTARTS = 8
 """At most this many FGD restarts a cycle (:mod:`gangplan.solver.restarts`; on the Alibaba
 replay's 100-pod cycles, 8 gained about as much as 16)."""
-RESTART_SHARE = 0.5
-"""The restarts stop once they have spent this share of the budget (the rest stays for
-CP-SAT's model where it fits)."""
+RESTART_SHARE = 0.3
+"""The restarts (and their descent) stop once they have spent this share of the budget, so
+that the rest stays for CP-SAT's model where it fits (with a half, a 10 s cycle on a share
+instance where every gang fits spent 5 s on restarts that did not win, and CP-SAT did not
+run; the replay's 1 s cycles spend about a fifth on them)."""
 
 
 def _room(budget: Budget, keep: float, check_cost: float) -> float:
@@ -736,7 +738,8 @@ def _restart(
         before = ctx.meter.units
         predicted = budget.spent("restarts") - spent
     allowed = min(budget.left() - inc.keep - inc.check_cost, cap - budget.spent("restarts"))
-    if search.best is not None and allowed > 0:
+    descended = search.best is not None and allowed > 0
+    if descended:
         # the descent's work grows with pods x nodes used (openb: 8,152 pods on 1,523
         # nodes), so it stops itself at what is allowed, on the budget's clock
         if budget.deterministic:
@@ -765,17 +768,21 @@ def _restart(
     cand = _Candidate(sc, len(BASELINES) + 1, "fgd restarts", best.pods)
     top = inc.top
     inc.pending.append(cand)
-    runs = (
-        f"FGD restarts: {search.tried} run ({budget.parts.get('restarts', 0.0):.2f} s), "
+    descent = (
         f"{best.moved:,} pod{'' if best.moved == 1 else 's'} of the best moved by the descent"
+        if descended
+        else "no time left for the descent"
+    )
+    runs = (
+        f"FGD restarts: {search.tried} run ({budget.parts.get('restarts', 0.0):.2f} s), {descent}"
     )
     if cand.beats(top):
         notes.append(
-            f"{runs}; the best (restart {best.number}) scores above {top.name}'s plan at "
-            f"{sc.first_difference(top.score)}"
+            f"{runs}; the best (restart {best.number}) scores above the best plan so far "
+            f"({top.name}'s) at {sc.first_difference(top.score)}"
         )
     else:
-        notes.append(f"{runs}; none scores above {top.name}'s plan")
+        notes.append(f"{runs}; none scores above the best plan so far ({top.name}'s)")
 
 
 def _solve(

@@ -93,6 +93,8 @@ __all__ = [
     "ReplayResult",
     "ReplaySummary",
     "arrivals",
+    "cycles_text",
+    "plan_source",
     "replay",
     "replay_pods",
     "result_data",
@@ -184,6 +186,9 @@ class ReplayResult:
     cycles: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     cycle_times_s: tuple[float, ...] = ()
+    plans: dict[str, int] = field(default_factory=dict)
+    """CP-SAT cycles by the plan they returned (:func:`plan_source`): ``cpsat`` for CP-SAT's
+    own, else the incumbent's source (``fgd``, ``fgd restarts``, ...)"""
 
     @property
     def final(self) -> float:
@@ -405,9 +410,12 @@ def replay_pods(
     workload = trace_workload(pods, cfg.popularity)
     meter = _Meter(cluster.capacity_gpus, cfg.checkpoints)
     statuses: Counter[str] = Counter()
+    plans: Counter[str] = Counter()
     times: list[float] = []
     if placer == "cpsat":
-        times = _run_batched(cluster, seq, workload, cfg, seed, meter, statuses, progress)
+        times = _run_batched(
+            cluster, seq, workload, cfg, seed, meter, statuses, progress, plans=plans
+        )
     else:
         place = one_pod_placer(cluster.state, placer, workload, quantize=cfg.quantize)
         for a in seq:
@@ -433,6 +441,7 @@ def replay_pods(
         cycles=len(times),
         statuses=dict(statuses),
         cycle_times_s=tuple(times),
+        plans=dict(plans),
     )
 
 
@@ -445,8 +454,11 @@ def _run_batched(
     meter: _Meter,
     statuses: Counter[str],
     progress: Callable[[int, int], None] | None,
+    *,
+    plans: Counter[str] | None = None,
 ) -> list[float]:
-    """CP-SAT cycles of ``cfg.batch`` arrivals; returns their wall times."""
+    """CP-SAT cycles of ``cfg.batch`` arrivals; returns their wall times (``statuses`` and
+    ``plans`` count the cycles by status and by the plan returned)."""
     from gangplan.solver.context import CycleContext
     from gangplan.solver.cycle import solve_cycle_in
     from gangplan.solver.result import SolverConfig
@@ -483,6 +495,8 @@ def _run_batched(
         )
         result = solve_cycle_in(CycleContext.of(snapshot, workload=workload), None, solver)
         statuses[result.status.value] += 1
+        if plans is not None and result.plan.summary is not None:
+            plans[plan_source(result.plan.summary.placer)] += 1
         by_name = {g.name: g for g in gangs}
         quantities = {g.name: _quantities(g.roles[0].requests) for g in gangs}
         placed = set()
@@ -510,6 +524,15 @@ def _run_batched(
         if progress is not None:
             progress(start + len(chunk), len(seq))
     return times
+
+
+def plan_source(placer: str) -> str:
+    """Whose plan a CP-SAT cycle returned, from its summary's placer: ``cpsat`` for CP-SAT's
+    own (``cpsat``), else the incumbent named in ``cpsat (incumbent: NAME[, polished])``."""
+    _, sep, rest = placer.partition("(incumbent: ")
+    if not sep:
+        return placer
+    return rest.rstrip(")").split(",")[0].strip()
 
 
 def _quantities(requests: dict[str, int]) -> dict[str, str]:
@@ -556,6 +579,7 @@ class ReplaySummary:
     failed_pods: tuple[float, float]
     wall_time_s: tuple[float, float]
     statuses: dict[str, int]
+    plans: dict[str, int] = field(default_factory=dict)
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -574,8 +598,10 @@ def summarize(results: Sequence[ReplayResult]) -> list[ReplaySummary]:
         # every checkpoint asked for, reached or not (a mean of nothing is nan: "not reached")
         points = sorted({k for r in rs for k in (*r.allocated_at, *r.config.checkpoints)})
         statuses: Counter[str] = Counter()
+        plans: Counter[str] = Counter()
         for r in rs:
             statuses.update(r.statuses)
+            plans.update(r.plans)
         out.append(
             ReplaySummary(
                 placer=placer,
@@ -589,6 +615,7 @@ def summarize(results: Sequence[ReplayResult]) -> list[ReplaySummary]:
                 failed_pods=_mean_std([float(r.failed_pods) for r in rs]),
                 wall_time_s=_mean_std([r.wall_time_s for r in rs]),
                 statuses=dict(statuses),
+                plans=dict(plans),
             )
         )
     return out
@@ -646,11 +673,20 @@ def summary_rows(summaries: Sequence[ReplaySummary]) -> tuple[list[str], list[li
                 _pm(s.unallocated_gpus, "GPUs", 1.0, 1),
                 _pm(s.failed_pods, "pods", 1.0, 0),
                 _pm(s.wall_time_s, "s", 1.0, 1),
-                ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items()))
-                or "none (one pod at a time)",
+                cycles_text(s.statuses, s.plans) or "none (one pod at a time)",
             ]
         )
     return header, rows
+
+
+def cycles_text(statuses: dict[str, int], plans: dict[str, int]) -> str:
+    """CP-SAT cycles by status, then by the plan returned (most first), e.g. ``incumbent
+    108; plans: fgd restarts 79, fgd 29``; empty for none."""
+    text = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+    if plans:
+        ranked = sorted(plans.items(), key=lambda kv: (-kv[1], kv[0]))
+        text += "; plans: " + ", ".join(f"{k} {v}" for k, v in ranked)
+    return text
 
 
 def summary_text(header: Sequence[str], rows: Sequence[Sequence[str]], title: str) -> list[str]:

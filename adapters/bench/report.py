@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gangplan.adapters.bench.replay import cycles_text
 from gangplan.adapters.bench.suites import (
     PUBLISHED_BEST_FIT,
     PUBLISHED_FGD,
@@ -589,9 +590,12 @@ def _replay_section(result: BenchResult) -> list[str]:
         cyc = [x.cycle_mean_s for x in xs if x.cycle_mean_s is not None]
         top = [x.cycle_max_s for x in xs if x.cycle_max_s is not None]
         statuses: dict[str, int] = {}
+        plans: dict[str, int] = {}
         for x in xs:
             for k, v in x.statuses.items():
                 statuses[k] = statuses.get(k, 0) + v
+            for k, v in x.plans.items():
+                plans[k] = plans.get(k, 0) + v
         rows.append(
             [
                 proto,
@@ -603,7 +607,7 @@ def _replay_section(result: BenchResult) -> list[str]:
                 f"{statistics.fmean(x.failed_pods for x in xs):,.0f}",
                 f"{statistics.fmean(x.wall_time_s for x in xs):.1f}",
                 f"{statistics.fmean(cyc):.2f} ({max(top):.2f})" if cyc and top else "-",
-                ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "-",
+                cycles_text(statuses, plans) or "-",
             ]
         )
     out += _table(header, rows, "llrrrrrrrl")
@@ -611,7 +615,7 @@ def _replay_section(result: BenchResult) -> list[str]:
     if seeds:
         out += ["", "CP-SAT per seed:", ""]
         out += _table(
-            ["protocol", "seed", "at 130%", "s a cycle (max)", "cycles by status"],
+            ["protocol", "seed", "at 130%", "s a cycle (max)", "cycles by status and plan"],
             [
                 [
                     x.protocol,
@@ -620,7 +624,7 @@ def _replay_section(result: BenchResult) -> list[str]:
                     f"{x.cycle_mean_s:.2f} ({x.cycle_max_s:.2f})"
                     if x.cycle_mean_s is not None and x.cycle_max_s is not None
                     else "-",
-                    ", ".join(f"{k} {v}" for k, v in sorted(x.statuses.items())) or "-",
+                    cycles_text(x.statuses, x.plans) or "-",
                 ]
                 for x in seeds
             ],

@@ -338,6 +338,8 @@ class ReplayRun:
     cycles: int
     statuses: dict[str, int]
     raw: Any = None
+    plans: dict[str, int] = field(default_factory=dict)
+    """CP-SAT cycles by the plan they returned (``ReplayResult.plans``)"""
     protocol: str = "gangplan"
     cycle_mean_s: float | None = None
     """mean wall seconds of a CP-SAT cycle (None for the one-pod placers)"""
@@ -521,6 +523,7 @@ def _run_replay(
                 wall_time_s=r.wall_time_s,
                 cycles=r.cycles,
                 statuses=dict(r.statuses),
+                plans=dict(r.plans),
                 raw=r,
                 protocol=proto,
                 cycle_mean_s=sum(times) / len(times) if times else None,

@@ -118,7 +118,12 @@ def replay() -> None:
     show_default=True,
     help="share of the pods whose shapes make FGD's workload",
 )
-@click.option("--limit", type=click.IntRange(min=1), help="only the first N pods of the list")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="only the first N pods of the list (the pods drawn after them, up to --target, "
+    "come from these N too: the run is as long)",
+)
 @click.option(
     "--batch",
     type=click.IntRange(min=1),
@@ -131,7 +136,7 @@ def replay() -> None:
     type=SECONDS,
     default=1.0,
     show_default=True,
-    help="cpsat: CP-SAT seconds per cycle",
+    help="cpsat: seconds per cycle, for the whole cycle (baselines, restarts, CP-SAT, reasons)",
 )
 @click.option(
     "--workers",

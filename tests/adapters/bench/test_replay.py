@@ -23,6 +23,8 @@ from gangplan.adapters.bench.replay import (
     ReplayConfig,
     ReplayResult,
     arrivals,
+    cycles_text,
+    plan_source,
     replay,
     run_line,
     summarize,
@@ -137,8 +139,31 @@ def test_cpsat_cycles_by_hand(hand: tuple[Path, Path]) -> None:
     cfg = ReplayConfig(target=1.1, batch=2, time_limit_s=2.0, workers=1)
     r = replay(*hand, "cpsat", 0, cfg)
     assert r.cycles == 2 and sum(r.statuses.values()) == 2 and len(r.cycle_times_s) == 2
+    assert sum(r.plans.values()) == 2  # each cycle counted once, by the plan it returned
     assert (r.placed_pods, r.failed_pods, r.failed_gpu_milli) == (4, 0, 0)
     assert r.allocated_at == {1.0: pytest.approx(1.0)}
+
+
+@pytest.mark.parametrize(
+    ("placer", "source"),
+    [
+        ("cpsat", "cpsat"),  # CP-SAT's own plan
+        ("cpsat (incumbent: fgd)", "fgd"),
+        ("cpsat (incumbent: fgd restarts)", "fgd restarts"),
+        ("cpsat (incumbent: topology-fit, polished)", "topology-fit"),
+    ],
+)
+def test_plan_source(placer: str, source: str) -> None:
+    assert plan_source(placer) == source
+
+
+def test_cycles_text() -> None:
+    # statuses by name, then plans most first (ties by name)
+    assert cycles_text({"incumbent": 100, "feasible": 8}, {"fgd": 29, "fgd restarts": 79}) == (
+        "feasible 8, incumbent 100; plans: fgd restarts 79, fgd 29"
+    )
+    assert cycles_text({"incumbent": 2}, {}) == "incumbent 2"
+    assert cycles_text({}, {}) == ""
 
 
 def test_summary_of_runs(hand: tuple[Path, Path]) -> None:
