@@ -119,6 +119,29 @@ fit what is left."""
 RESTARTS = 8
 """At most this many FGD restarts a cycle (:mod:`gangplan.solver.restarts`; on the Alibaba
 replay's 100-pod cycles, 8 gained about as much as 16)."""
+AFTER_FGD_COST = 2.5
+"""Where fgd leads (pods ask GPU shares), the other baselines are predicted at this many
+times fgd's cost at least (:data:`~gangplan.solver.baselines.EXPECTED_COST` is measured on
+fat-trees of whole GPUs): measured 0.7-2.9 times in the Alibaba replay's cycles, on openb
+and on the second reviewer's mixed instances, where a prediction of 0.8 let topology-fit
+run 2-19 times its prediction past a deterministic budget."""
+RESTARTS_REASONS_MARGIN = 1.25
+"""The restarts keep this many times the reasons' estimated time (on the second reviewer's
+mixed instances the reasons took up to 1.4 times it, where share pods are pending; there the
+baselines skipped for the restarts leave more)."""
+EARLY_RESTART_SHARE = 0.25
+"""The restarts run right after fgd until they have spent this share of the budget, and go
+on after the other baselines (a replay cycle at 1 s: fgd 0.1 s, its first restart about as
+much, the others a fifth of it; with every restart after the other baselines, half the
+cycles had no time for one and the replay ended 0.3-0.8 point lower; with all of them before,
+topology-fit lost its time on a tight budget and a cycle returned a worse plan)."""
+FIRST_RESTART_COST = 0.7
+"""The first restart relative to the ``fgd`` baseline (measured in replay cycles on 1,523
+nodes: 0.52-0.60; it reuses the cycle's node classes, not fgd's rankings)."""
+LATER_RESTART_COST = 0.25
+"""A restart after the first, relative to the first: the first builds the node rankings the
+others reuse (measured in replay cycles on 1,523 nodes: 0.09 s, then 0.013-0.015 s each, a
+sixth; a quarter is predicted)."""
 RESTART_SHARE = 0.3
 """The restarts (and their descent) stop once they have spent this share of the budget, so
 that the rest stays for CP-SAT's model where it fits (with a half, a 10 s cycle on a share
@@ -638,10 +661,13 @@ def _incumbent(
     keep = best.keep = cfg.reason_share * budget.limit
     first_cost: float | None = None
     model_need: float | None = None
+    restarts: FgdRestarts | None = None
     for name in order:
         part = f"baseline.{name}"
         if first_cost is not None:
             ratio = EXPECTED_COST.get(name, 1.0) / EXPECTED_COST.get(order[0], 1.0)
+            if lead == "fgd":
+                ratio = max(ratio, AFTER_FGD_COST)
             predicted = first_cost * ratio
             room = _room(budget, keep, best.check_cost)
             if room < MODEL_COST * first_cost + MIN_SEARCH_S:
@@ -684,19 +710,28 @@ def _incumbent(
             # first): there the build is about ten times MODEL_COST (openb), the estimate
             # says nothing, and the other baselines are cheap next to it
             model_need = need if room >= need and lead != "fgd" else None
-            if lead == "fgd":
-                # the restarts improve on the likely best plan: before the other baselines
-                _restart(ctx, best, previous, cfg, budget, notes)
+            if lead == "fgd" and _restarts_apply(ctx, best):
+                # a first share of the restarts right after fgd, whose plan they improve; a
+                # later baseline then runs only if AFTER_FGD_COST times fgd's cost fits what
+                # is left (as a later baseline gives way to CP-SAT's search share where whole
+                # GPUs are asked)
+                restarts = FgdRestarts(ctx, seed=cfg.seed)
+                _run_restarts(restarts, ctx, best, budget, EARLY_RESTART_SHARE * budget.limit)
+    if restarts is not None:
+        _restart(ctx, restarts, best, previous, budget, notes)
     return best
 
 
 def _restarts_apply(ctx: CycleContext, inc: _Incumbent) -> bool:
-    """Whether FGD's restarts run: the ``fgd`` baseline ran (its cost predicts theirs), and
-    no reservation, preemption or move (their rules live in the baselines' wrappers, which
-    the restarts do not run)."""
+    """Whether FGD's restarts run: the ``fgd`` baseline ran (its cost predicts theirs) and
+    placed a pod (if it placed none, no gang fits alone, and no order places one), and no
+    reservation, preemption or move is on (their rules live in the baselines' wrappers,
+    which the restarts do not run)."""
     s = ctx.snapshot
+    fgd = [c for c in (inc.held, *inc.pending) if c.name == "fgd"]
     return (
-        "fgd" in inc.scores
+        bool(fgd)
+        and bool(fgd[0].pods)
         and not s.reservations
         and not s.preemption_rules.enabled
         and ctx.moves is None
@@ -704,31 +739,32 @@ def _restarts_apply(ctx: CycleContext, inc: _Incumbent) -> bool:
     )
 
 
-def _restart(
+def _restarts_keep(inc: _Incumbent) -> float:
+    """What the restarts leave untouched (the budget's clock): :data:`RESTARTS_REASONS_MARGIN`
+    times the reasons' time, the best restart's score and one check (the returned plan's
+    verification). The restarts fill what they are given, so any estimate too low below
+    them would overrun the budget."""
+    return RESTARTS_REASONS_MARGIN * inc.keep + inc.check_cost * (1 + 1 / CHECK_PER_SCORE)
+
+
+def _run_restarts(
+    search: FgdRestarts,
     ctx: CycleContext,
     inc: _Incumbent,
-    previous: Plan | None,
-    cfg: SolverConfig,
     budget: Budget,
-    notes: list[str],
+    cap: float,
 ) -> None:
-    """FGD's restarts (:mod:`gangplan.solver.restarts`, part ``restarts``) where FGD leads
-    the baselines (pods ask GPU shares) and they apply (:func:`_restarts_apply`): up to
-    :data:`RESTARTS`, each while its predicted cost (the last restart's; the first's, the
-    ``fgd`` baseline's) fits what is left after the reasons' time and one check, and the
-    restarts have spent less than :data:`RESTART_SHARE` of the budget; then the best one's
-    descent (:meth:`FgdRestarts.descend`), which stops itself where the restarts' share or
-    what is left after the reasons' time and one check ends. The best restart
-    is scored and joins the pool as ``fgd restarts``; it becomes the incumbent only if it
-    scores strictly higher than every baseline's plan."""
-    if not _restarts_apply(ctx, inc):
-        return
-    search = FgdRestarts(ctx, seed=cfg.seed)
-    predicted = budget.spent("baseline.fgd")
-    cap = RESTART_SHARE * budget.limit
+    """Restarts (part ``restarts``) until :data:`RESTARTS` have run, or the next one's
+    predicted cost (the first's: :data:`FIRST_RESTART_COST` times the ``fgd`` baseline's;
+    the second's: :data:`LATER_RESTART_COST` times the first's; then the last one's) does
+    not fit what is left after :func:`_restarts_keep`, or would take the restarts past
+    ``cap`` (the budget's clock)."""
+    predicted = (
+        search.last_cost if search.tried else FIRST_RESTART_COST * budget.spent("baseline.fgd")
+    )
     before = ctx.meter.units
     while search.tried < RESTARTS:
-        room = budget.left() - inc.keep - inc.check_cost
+        room = budget.left() - _restarts_keep(inc)
         if predicted > room or budget.spent("restarts") + predicted > cap:
             break
         spent = budget.spent("restarts")
@@ -736,10 +772,32 @@ def _restart(
             search.step()
         budget.charge("restarts", units=ctx.meter.units - before)
         before = ctx.meter.units
-        predicted = budget.spent("restarts") - spent
-    allowed = min(budget.left() - inc.keep - inc.check_cost, cap - budget.spent("restarts"))
-    descended = search.best is not None and allowed > 0
-    if descended:
+        predicted = search.last_cost = budget.spent("restarts") - spent
+        if search.tried == 1:
+            predicted *= LATER_RESTART_COST  # the first built the node rankings
+            search.last_cost = predicted
+
+
+def _restart(
+    ctx: CycleContext,
+    search: FgdRestarts,
+    inc: _Incumbent,
+    previous: Plan | None,
+    budget: Budget,
+    notes: list[str],
+) -> None:
+    """FGD's restarts' second part, after every baseline (:func:`_incumbent` runs the first
+    right after fgd, within :data:`EARLY_RESTART_SHARE` of the budget): more restarts
+    (:func:`_run_restarts`) within :data:`RESTART_SHARE` in all; then the best one's
+    descent (:meth:`FgdRestarts.descend`), which stops itself where that share or what is
+    left after :func:`_restarts_keep` ends. The best restart is scored and joins
+    the pool as ``fgd restarts``; it becomes the incumbent only if it scores strictly
+    higher than every baseline's plan."""
+    cap = RESTART_SHARE * budget.limit
+    _run_restarts(search, ctx, inc, budget, cap)
+    before = ctx.meter.units
+    allowed = min(budget.left() - _restarts_keep(inc), cap - budget.spent("restarts"))
+    if search.best is not None and allowed > 0:
         # the descent's work grows with pods x nodes used (openb: 8,152 pods on 1,523
         # nodes), so it stops itself at what is allowed, on the budget's clock
         if budget.deterministic:
@@ -768,21 +826,19 @@ def _restart(
     cand = _Candidate(sc, len(BASELINES) + 1, "fgd restarts", best.pods)
     top = inc.top
     inc.pending.append(cand)
-    descent = (
-        f"{best.moved:,} pod{'' if best.moved == 1 else 's'} of the best moved by the descent"
-        if descended
-        else "no time left for the descent"
-    )
+    unit = "deterministic s" if budget.deterministic else "s"
     runs = (
-        f"FGD restarts: {search.tried} run ({budget.parts.get('restarts', 0.0):.2f} s), {descent}"
+        f"FGD restarts: {search.tried} run ({budget.spent('restarts'):.2f} {unit}); "
+        f"{best.descent_text()}"
     )
+    theirs = "the empty plan" if top.name == "empty plan" else f"{top.name}'s plan"
     if cand.beats(top):
         notes.append(
-            f"{runs}; the best (restart {best.number}) scores above the best plan so far "
-            f"({top.name}'s) at {sc.first_difference(top.score)}"
+            f"{runs}; the best (restart {best.number}) scores above the baselines' best, "
+            f"{theirs}, at {sc.first_difference(top.score)}"
         )
     else:
-        notes.append(f"{runs}; none scores above the best plan so far ({top.name}'s)")
+        notes.append(f"{runs}; none scores above the baselines' best, {theirs}")
 
 
 def _solve(

@@ -375,6 +375,7 @@ class FgdScorer:
         None: whole GPUs, left to :meth:`ClusterState.choose_devices`, which takes fully
         free devices, so ``Δ`` does not depend on which); None if it does not fit."""
         state = self.state
+        state.meter.add(1)  # one node evaluated (the deterministic clock's work unit)
         st = state.nodes[node]
         req = role.requests
         gpu_res, nic_res = state.gpu, state.nic

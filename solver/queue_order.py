@@ -92,9 +92,12 @@ class QueueOrder:
             by_queue[g.queue].append(g)
 
         def key(g: Gang) -> tuple[float, float, str]:
-            if tie is not None:
-                return (-g.priority, tie[g.key], g.name)
-            return (-g.priority, g.creation_time, g.name)
+            if tie is None:
+                return (-g.priority, g.creation_time, g.name)
+            rank = tie.get(g.key)
+            if rank is None:
+                raise ValueError(f"the tie order has no rank for gang {g.key!r}")
+            return (-g.priority, rank, g.name)
 
         self.pending: dict[str, deque[Gang]] = {
             q: deque(sorted(gs, key=key)) for q, gs in by_queue.items()

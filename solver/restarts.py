@@ -28,11 +28,11 @@ score's ``fragmentation.expected`` entry up to a constant factor).
 The best restart is then improved by a **descent that keeps its packing**
 (:meth:`FgdRestarts.descend`): each of its pods of a one-pod gang is taken off and put on
 the node, among those its restart already uses and that still hold a pod, where the exact
-``Δ`` is least, if that is strictly less than on its own node; passes repeat until no pod
-moves (at most :data:`DESCENT_PASSES`). No node is opened, so the integer score's packing
-stays, and the exact expected fragmentation only falls. Only that plan is handed to the
-cycle, which scores it by :func:`~gangplan.solver.score.score` like any baseline's plan and
-keeps it only if it scores higher than every baseline's.
+``Δ`` is least, if that is strictly less than putting it back where it was (same devices);
+passes repeat until no pod moves (at most :data:`DESCENT_PASSES`). No node is opened, so
+the integer score's packing stays, and the exact expected fragmentation only falls. Only
+that plan is handed to the cycle, which scores it by :func:`~gangplan.solver.score.score`
+like any baseline's plan and keeps it only if it scores higher than every baseline's.
 
 Measured on the Alibaba replay (``docs/replay.md``): the gain is in the orders and in the
 integer score together; see that page for the numbers.
@@ -68,6 +68,24 @@ class Restart:
     key: tuple[int, ...]
     moved: int = 0
     """pods the descent moved (:meth:`FgdRestarts.descend`)"""
+    tried: int | None = None
+    """pods the descent tried (each pass counted), None if it did not run"""
+    stopped: bool = False
+    """the descent stopped for time before its passes ended"""
+    candidates: int = 0
+    """pods the descent may move (of one-pod gangs)"""
+
+    def descent_text(self) -> str:
+        """What the descent did, for the cycle's notes."""
+        if self.tried is None:
+            return "no time left for the descent"
+        moved = f"the descent moved {self.moved:,} pod{'' if self.moved == 1 else 's'}"
+        if self.stopped:
+            return (
+                f"{moved}, stopped for time after {self.tried:,} tries "
+                f"({self.candidates:,} pods may move)"
+            )
+        return f"{moved} ({self.candidates:,} pods may move)"
 
 
 class FgdRestarts:
@@ -87,6 +105,8 @@ class FgdRestarts:
         self._keys = [g.key for g in sorted(ctx.snapshot.gangs, key=lambda g: g.key)]
         self.tried = 0
         self.best: Restart | None = None
+        self.last_cost = 0.0
+        """what the last restart cost, on the caller's clock (the caller sets it)"""
 
     def _tie(self) -> dict[str, int] | None:
         if self.tried == 0:
@@ -146,7 +166,8 @@ class FgdRestarts:
             state.place(gang, gang.role(p.role), p.node, p.pod, DeviceChoice.of(p))
         position = state.position
         used = sorted({p.node for p in pods}, key=position.__getitem__)
-        moved = 0
+        movable = sum(1 for p in pods if by_key[p.gang_key].size == 1)
+        moved = tried = 0
         stopped = False
         for _ in range(passes):
             moved_now = 0
@@ -157,10 +178,11 @@ class FgdRestarts:
                 if out_of_time():
                     stopped = True
                     break
+                tried += 1
                 state.meter.add(len(used))
                 role = gang.role(p.role)
                 state.remove(p, role)
-                here = exact.best_on_node(gang, role, p.node)
+                here = exact.delta_of_choice(p.node, role, DeviceChoice.of(p))
                 allowed = state.candidate_set(gang, role)
                 target: tuple[str, int, DeviceChoice | None] | None = None
                 for n in used:
@@ -169,7 +191,7 @@ class FgdRestarts:
                     got = exact.best_on_node(gang, role, n)
                     if got is not None and (target is None or got[0] < target[1]):
                         target = (n, got[0], got[1])
-                if target is not None and here is not None and target[1] < here[0]:
+                if target is not None and target[1] < here:
                     new = state.place(gang, role, target[0], p.pod, target[2])
                     moved_now += 1
                 else:
@@ -179,7 +201,9 @@ class FgdRestarts:
             moved += moved_now
             if not moved_now or stopped:
                 break
-        self.best = Restart(best.number, pods, self._taken_back(pods), moved)
+        self.best = Restart(
+            best.number, pods, self._taken_back(pods), moved, tried, stopped, movable
+        )
         return self.best
 
     def _empty(self, node: str) -> bool:

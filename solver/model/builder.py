@@ -218,33 +218,42 @@ def solve_model(
     v = Variables(model, ix)
     constraints = Constraints(model, ix, v)
 
-    group_start = [started]  # when the group being built began
+    def clock() -> float:
+        # the build's own clock: wall seconds, or in deterministic mode the deterministic
+        # seconds it is charged (build_units: node evaluations, variables, constraints)
+        if not cfg.deterministic:
+            return time.monotonic() - started
+        proto = model.proto
+        size = {"variables": len(proto.variables), "constraints": len(proto.constraints)}
+        return build_units(ctx.meter.units - units0, size) / WORK_UNITS_PER_SECOND
 
-    build_s = BUILD_SHARE * budget_s
+    group_start = [0.0]  # when (on the build's clock) the group being built began
+    model_s = det_budget if cfg.deterministic else budget_s
+    build_s = BUILD_SHARE * model_s
+    unit = "deterministic s" if cfg.deterministic else "s"
 
     def too_big(after: str, share: float = 1.0) -> tuple[ModelOutcome, str, bool] | None:
-        # the build stops as soon as the model passes MAX_VARIABLES or (wall-clock mode) the
-        # build alone has used its share of the budget: a large cycle must not spend its
-        # time building a model it cannot solve. A group built in steps is projected to its
-        # end in time from the share built (PROJECT_FROM), so a build that cannot fit stops
+        # the build stops as soon as the model passes MAX_VARIABLES or the build alone has
+        # used its share of the budget (wall or deterministic): a large cycle must not spend
+        # its time building a model it cannot solve. A group built in steps is projected to
+        # its end from the share built (PROJECT_FROM), so a build that cannot fit stops
         # early; a group reports share 0.0 when its work begins, 1.0 when it is built (the
         # expected-fragmentation term handles its own size: objective.py)
         n = len(model.proto.variables)
-        now = time.monotonic()
-        took = now - started
+        took = clock()
         since = group_start[0]
         if share >= 1.0 or share == 0.0:
-            group_start[0] = now
+            group_start[0] = took
         projected = share < 1.0 and share >= PROJECT_FROM
-        took_end = (since - started) + (now - since) / share if projected else took
-        if n <= MAX_VARIABLES and (cfg.deterministic or took_end <= build_s):
+        took_end = since + (took - since) / share if projected else took
+        if n <= MAX_VARIABLES and took_end <= build_s:
             return None
         ahead = "on course for " if projected else ""
         why = (
             f"{n:,} variables, over {MAX_VARIABLES:,}"
             if n > MAX_VARIABLES
-            else f"{ahead}{took_end:.2f} s, over the {build_s:.2f} s the build may take of the "
-            f"model's {budget_s:.2f} s"
+            else f"{ahead}{took_end:.2f} {unit}, over the {build_s:.2f} {unit} the build may "
+            f"take of the model's {model_s:.2f} {unit}"
         )
         where = f"after {after}" if share >= 1.0 else f"{int(100 * share)}% into {after}"
         outcome = ModelOutcome(
@@ -252,7 +261,7 @@ def solve_model(
             None,
             model_size={"variables": n, "items": len(ix.items), "blocks": len(ix.blocks)},
             notes=[*notes, f"model build stopped {where} ({why}); incumbent returned"],
-            parts={"model": took},
+            parts={"model": time.monotonic() - started},
         )
         return outcome, why, projected and n <= MAX_VARIABLES and took <= build_s
 

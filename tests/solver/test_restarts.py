@@ -4,11 +4,14 @@ restart in the incumbent pool. Values worked out by hand."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
+
+import pytest
 
 from gangplan.models import PodPlacement, Snapshot
 from gangplan.solver.context import CycleContext
-from gangplan.solver.cycle import RESTARTS, solve_cycle
+from gangplan.solver.cycle import AFTER_FGD_COST, RESTARTS, solve_cycle
 from gangplan.solver.queue_order import QueueOrder
 from gangplan.solver.restarts import FgdRestarts, Restart
 from gangplan.solver.result import SolverConfig, assemble_plan
@@ -112,11 +115,12 @@ def test_the_cycle_keeps_the_best_restart(snapshot_of: Callable[..., Snapshot]) 
     assert verify(snap, result.plan) == []
     assert sum(p.gpu_milli or 1000 for p in result.plan.pods) == 1600
     note = next(n for n in result.notes if n.startswith("FGD restarts"))
-    # the restart's 1,600 milli-GPU leave the queue less short of its fair target than fgd's
-    # 1,200: the first entry that differs is the fairness shortfall
+    # every baseline places a and b (1,200 milli-GPU: equal scores, so greedy's, the first
+    # in the registry, is their best); the restart's 1,600 leave the queue less short of its
+    # fair target: the first entry that differs is the fairness shortfall
     assert note.startswith(f"FGD restarts: {RESTARTS} run")
     assert "; the best (restart " in note
-    assert note.endswith("scores above the best plan so far (fgd's) at p0.fairness")
+    assert note.endswith("scores above the baselines' best, greedy's plan, at p0.fairness")
     assert "restarts" in result.parts
 
 
@@ -225,3 +229,122 @@ def test_the_descent_keeps_the_nodes_and_never_worsens_the_key(
         assert verify(snap, assemble_plan(snap, got.pods, {})) == []
         moved += got.moved
     assert moved > 0
+
+
+def _mixed(seed: int, nodes: int, gangs: int) -> dict[str, object]:
+    """The second reviewer's instances: nodes of 1-8 GPUs and 32-96 cores; one- and
+    two-pod gangs asking shares, whole GPUs and cores, in two queues (weights 2 and 1) and
+    two priorities."""
+    r = random.Random(seed)
+    return {
+        "nodes": [
+            {
+                "name": f"n{i}",
+                "allocatable": {GPU: r.choice([1, 2, 4, 8]), "cpu": r.choice([32, 64, 96])},
+            }
+            for i in range(nodes)
+        ],
+        "queues": [{"name": "q0", "weight": 2}, {"name": "q1"}],
+        "gangs": [
+            {
+                "name": f"g{j}",
+                "queue": f"q{r.randrange(2)}",
+                "creation_time": j,
+                "priority": r.choice([0, 0, 1]),
+                "roles": [
+                    {
+                        "name": "w",
+                        "count": r.choice([1, 1, 1, 1, 2]),
+                        "requests": {
+                            GPU: r.choice(["200m", "300m", "500m", "700m", 1, 1, 2]),
+                            "cpu": r.choice([1, 2, 4, 8]),
+                        },
+                    }
+                ],
+            }
+            for j in range(gangs)
+        ],
+    }
+
+
+def test_after_fgd_a_baseline_runs_only_if_its_pessimistic_cost_fits(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    # regression (second reviewer): with the restarts right after fgd, topology-fit, predicted
+    # at 0.8 x fgd's cost, ran 2-19 times that and took the cycle past its deterministic
+    # budget. Where fgd leads, a later baseline is now predicted at AFTER_FGD_COST (2.5) x
+    # fgd's measured cost at least, and skipped, saying so, when that does not fit.
+    snap = snapshot_of(**_mixed(6, 100, 200))
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.01)
+    result = solve_cycle(snap, None, cfg)
+    assert sum(result.work.values()) <= 0.01
+    assert verify(snap, result.plan) == []
+    assert all(not result.score < s for s in result.baseline_scores.values())
+    fgd_cost = result.work["baseline.fgd"]
+    skipped = [n for n in result.notes if n.startswith("baseline ") and " skipped" in n]
+    assert skipped  # at 0.01 s not every baseline fits
+    for note in skipped:
+        assert f"its predicted cost ({AFTER_FGD_COST * fgd_cost:.3g} s)" in note
+
+
+@pytest.mark.parametrize("limit", [0.05, 0.3])
+def test_a_cycle_with_restarts_stays_inside_its_deterministic_budget(
+    snapshot_of: Callable[..., Snapshot], limit: float
+) -> None:
+    # regression (second reviewer): 200 nodes, 800 gangs; the restarts left the model less
+    # room, and in deterministic mode the model's build never stopped for time, so the
+    # cycle spent 0.0588 of 0.05 and 0.3401 of 0.3. The build now stops at its share of
+    # the deterministic budget as it does on the wall clock.
+    snap = snapshot_of(**_mixed(1, 200, 800))
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=limit)
+    result = solve_cycle(snap, None, cfg)
+    assert sum(result.work.values()) <= limit
+    assert result.work.get("restarts", 0.0) > 0
+    assert verify(snap, result.plan) == []
+
+
+def test_no_restarts_when_fgd_places_nothing(snapshot_of: Callable[..., Snapshot]) -> None:
+    # one share gang whose selector no node matches: fgd places nothing, so no gang fits
+    # alone and no order can place one; the restarts do not run (they ran 8 times and the
+    # note read "none scores above empty plan's plan", the second reviewer's finding)
+    snap = snapshot_of(
+        nodes=[gpu_node("n1", gpus=1)],
+        queues=[{"name": "qa"}],
+        gangs=[
+            {
+                "name": "a",
+                "queue": "qa",
+                "roles": [
+                    {
+                        "name": "w",
+                        "count": 1,
+                        "requests": {GPU: "300m"},
+                        "node_selector": {"zone": "b"},
+                    }
+                ],
+            }
+        ],
+    )
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.5)
+    result = solve_cycle(snap, None, cfg)
+    assert "restarts" not in result.parts
+    assert not any("restart" in n for n in result.notes)
+
+
+def test_the_descent_says_whether_it_ran_all_stopped_or_not_at_all() -> None:
+    # the notes told these three apart by nothing (the second reviewer's finding)
+    assert Restart(0, [], (0,)).descent_text() == "no time left for the descent"
+    assert (
+        Restart(0, [], (0,), moved=1, tried=12, candidates=12).descent_text()
+        == "the descent moved 1 pod (12 pods may move)"
+    )
+    assert Restart(0, [], (0,), moved=0, tried=37, stopped=True, candidates=524).descent_text() == (
+        "the descent moved 0 pods, stopped for time after 37 tries (524 pods may move)"
+    )
+
+
+def test_a_tie_order_missing_a_gang_says_which(snapshot_of: Callable[..., Snapshot]) -> None:
+    snap = _one_node_two_gpus(snapshot_of)
+    tie = {g.key: 0 for g in snap.gangs if g.name != "b"}
+    with pytest.raises(ValueError, match="no rank for gang 'default/b'"):
+        QueueOrder(CycleContext.of(snap), tie=tie)
