@@ -580,6 +580,8 @@ class ReplaySummary:
     wall_time_s: tuple[float, float]
     statuses: dict[str, int]
     plans: dict[str, int] = field(default_factory=dict)
+    cycle_s: tuple[float, float] | None = None
+    """CP-SAT: the mean and the largest wall seconds of a cycle, over every run's cycles"""
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -616,9 +618,14 @@ def summarize(results: Sequence[ReplayResult]) -> list[ReplaySummary]:
                 wall_time_s=_mean_std([r.wall_time_s for r in rs]),
                 statuses=dict(statuses),
                 plans=dict(plans),
+                cycle_s=_cycle_s([t for r in rs for t in r.cycle_times_s]),
             )
         )
     return out
+
+
+def _cycle_s(times: Sequence[float]) -> tuple[float, float] | None:
+    return (statistics.fmean(times), max(times)) if times else None
 
 
 def _pm(ms: tuple[float, float], unit: str, scale: float = 100.0, digits: int = 2) -> str:
@@ -648,9 +655,9 @@ def run_line(result: ReplayResult) -> str:
 
 def summary_rows(summaries: Sequence[ReplaySummary]) -> tuple[list[str], list[list[str]]]:
     """A table of the summaries (header, rows): allocated % at each checkpoint and at the
-    end (mean ± std over the seeds), unallocated GPUs, dropped pods, seconds per run, and
-    the CP-SAT cycle statuses; every cell with its unit, ``not reached`` for a checkpoint
-    no run reached."""
+    end (mean ± std over the seeds), unallocated GPUs, dropped pods, seconds per run (and,
+    for CP-SAT, a cycle's mean and longest), and the CP-SAT cycle statuses and plans; every
+    cell with its unit, ``not reached`` for a checkpoint no run reached."""
     points = sorted({k for s in summaries for k in s.at})
     header = [
         "placer",
@@ -672,7 +679,12 @@ def summary_rows(summaries: Sequence[ReplaySummary]) -> tuple[list[str], list[li
                 _pm(s.final, "%"),
                 _pm(s.unallocated_gpus, "GPUs", 1.0, 1),
                 _pm(s.failed_pods, "pods", 1.0, 0),
-                _pm(s.wall_time_s, "s", 1.0, 1),
+                _pm(s.wall_time_s, "s", 1.0, 1)
+                + (
+                    f" ({s.cycle_s[0]:.2f} s a cycle, the longest {s.cycle_s[1]:.2f} s)"
+                    if s.cycle_s is not None
+                    else ""
+                ),
                 cycles_text(s.statuses, s.plans) or "none (one pod at a time)",
             ]
         )

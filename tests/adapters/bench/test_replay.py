@@ -10,6 +10,7 @@ p0 300m, p1 400m, p2 700m, p3 600m: 2000 milli-GPU, 100% of the GPUs. With targe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import textwrap
@@ -441,3 +442,32 @@ def test_fgd_on_the_openb_trace() -> None:
     # the paper reports 95.39% for FGD and 93.08% for best fit at 130%: a harness bug
     # (pods lost, capacity miscounted) would land far below
     assert r.final > 0.9
+
+
+def test_a_cpsat_summary_gives_its_cycles_time_and_plans() -> None:
+    # two runs of 2 and 1 cycles (1.0 + 3.0 and 2.0 s): a cycle takes 2.00 s on average,
+    # the longest 3.00 s; their plans and statuses are added up
+    base = _result({1.0: 0.5}, 10_000, 5_000)
+    runs = [
+        dataclasses.replace(
+            base,
+            placer="cpsat",
+            cycles=2,
+            cycle_times_s=(1.0, 3.0),
+            statuses={"incumbent": 2},
+            plans={"fgd restarts": 1, "fgd": 1},
+        ),
+        dataclasses.replace(
+            base,
+            placer="cpsat",
+            cycles=1,
+            cycle_times_s=(2.0,),
+            statuses={"incumbent": 1},
+            plans={"fgd restarts": 1},
+        ),
+    ]
+    (s,) = summarize(runs)
+    assert s.cycle_s == (2.0, 3.0)
+    _, (row,) = summary_rows([s])
+    assert row[-2].endswith(" s (2.00 s a cycle, the longest 3.00 s)")
+    assert row[-1] == "incumbent 3; plans: fgd restarts 2, fgd 1"
