@@ -13,7 +13,8 @@ solve``, ``replan`` and ``serve``. ``config.time_limit_s`` bounds all of it
    the notes say so;
    so is one that would leave CP-SAT less than its predicted build plus
    :data:`SEARCH_SHARE` of the budget, when CP-SAT could run after the first (not where
-   pods ask GPU shares: :data:`MODEL_COST` is calibrated on whole GPUs);
+   pods ask GPU shares: :data:`MODEL_COST` is calibrated on whole GPUs, and the build there
+   is predicted at :data:`SHARE_MODEL_COST`);
    where ``fgd`` leads (pods ask GPU shares), FGD's restarts run right after it
    (:mod:`gangplan.solver.restarts`; :func:`_restart`) and their best plan joins the pool;
    keep the best plan by :func:`~gangplan.solver.score.score` as the incumbent (scored
@@ -114,6 +115,15 @@ MODEL_COST = 2.5
 the first baseline's cost on the same cycle (CPU time measured on generated fat-trees of 512
 to 5,120 nodes: 1.7 to 2.1): CP-SAT is started only when this much and :data:`MIN_SEARCH_S`
 fit what is left."""
+SHARE_MODEL_COST = 10.0
+""":data:`MODEL_COST` where pods ask GPU shares (``fgd`` leads): the model's build there
+grows with the nodes holding shares and with the expected-fragmentation term, not with the
+first baseline's cost. Measured on Alibaba replay cycles of 100 pods on 1,523 nodes: the
+constraint families alone took 1.1-18 times fgd's cost, and the whole build 15-130 times
+(the term left out where it is on course past the build's share); at 1 s a cycle, with
+:data:`MODEL_COST`, about a quarter of the cycles started a build that had no time to
+finish, some running 0.7-1.1 s before their first check. Ten keeps the model out of such
+cycles and in the ones with tens of seconds (openb as one cycle at 30 s)."""
 
 
 RESTARTS = 8
@@ -592,6 +602,14 @@ class _Incumbent:
     keep: float = 0.0
     """what is kept for the pending reasons: ``reason_share`` of the budget, or
     :data:`REASONS_COST` times the first baseline's cost if more (the budget's clock)"""
+    model_cost: float = MODEL_COST
+    """the model's predicted build relative to :attr:`first_cost`: :data:`MODEL_COST`, or
+    :data:`SHARE_MODEL_COST` where ``fgd`` leads"""
+
+    @property
+    def build_cost(self) -> float:
+        """The model's predicted build (the budget's clock)."""
+        return self.model_cost * self.first_cost
 
     @property
     def top(self) -> _Candidate:
@@ -657,6 +675,8 @@ def _incumbent(
         )
     )
     lead = first_baseline(ctx.snapshot)
+    if lead == "fgd":
+        best.model_cost = SHARE_MODEL_COST
     order = sorted(BASELINES, key=lambda n: (n != lead, EXPECTED_COST.get(n, 1.0), rank[n]))
     keep = best.keep = cfg.reason_share * budget.limit
     first_cost: float | None = None
@@ -670,7 +690,7 @@ def _incumbent(
                 ratio = max(ratio, AFTER_FGD_COST)
             predicted = first_cost * ratio
             room = _room(budget, keep, best.check_cost)
-            if room < MODEL_COST * first_cost + MIN_SEARCH_S:
+            if room < best.build_cost + MIN_SEARCH_S:
                 # CP-SAT cannot run: of the reserved checks only the winner's is left to do
                 room += (CHECK_RESERVE - 1) * best.check_cost
             if predicted > room:
@@ -703,12 +723,12 @@ def _incumbent(
             first_cost = best.first_cost = budget.spent(part)
             best.check_cost = CHECK_PER_SCORE * (budget.spent("check") - spent_check)
             keep = best.keep = max(keep, REASONS_COST * first_cost)
-            need = MODEL_COST * first_cost + SEARCH_SHARE * budget.limit
+            need = best.build_cost + SEARCH_SHARE * budget.limit
             room = _room(budget, keep, best.check_cost)
             # protect CP-SAT's time only when it can run at all (otherwise the baselines
             # make the best incumbent they can), and not where pods ask GPU shares (fgd
-            # first): there the build is about ten times MODEL_COST (openb), the estimate
-            # says nothing, and the other baselines are cheap next to it
+            # first): there the build varies 15-130 times fgd's cost (SHARE_MODEL_COST), the
+            # estimate says little, and the other baselines are cheap next to it
             model_need = need if room >= need and lead != "fgd" else None
             if lead == "fgd" and _restarts_apply(ctx, best):
                 # a first share of the restarts right after fgd, whose plan they improve; a
@@ -852,7 +872,7 @@ def _solve(
     inc = _incumbent(ctx, previous, cfg, budget, notes)
     keep = inc.keep
     room = _room(budget, keep, inc.check_cost)
-    build = MODEL_COST * inc.first_cost
+    build = inc.build_cost
     found: list[PodPlacement] | None = None
     found_evictions: list[Eviction] = []
     chosen = inc.score

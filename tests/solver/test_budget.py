@@ -324,3 +324,39 @@ def test_fgds_restarts_stay_inside_a_deterministic_budget(
     assert sum(r.work.values()) <= limit
     if limit >= 0.1:
         assert r.work.get("restarts", 0.0) > 0  # they ran
+
+
+@pytest.mark.parametrize(
+    ("sizes", "lead", "factor"),
+    [
+        (["250m", "450m", "700m"], "fgd", cycle.SHARE_MODEL_COST),
+        ([1, 2], "greedy", cycle.MODEL_COST),
+    ],
+)
+def test_the_models_build_is_predicted_from_the_first_baseline(
+    sizes: list[str | int],
+    lead: str,
+    factor: float,
+    snapshot_of: Callable[..., Snapshot],
+    random_share_gangs: Callable[..., list[dict]],
+) -> None:
+    # where pods ask GPU shares fgd leads and the model's build is predicted at ten times
+    # its cost (a replay cycle's build took 15-130 times fgd's); where whole GPUs are asked,
+    # at 2.5 times the first baseline's. A budget too short for that build plus the search's
+    # minimum starts no model, and the note gives the predicted build
+    s = snapshot_of(
+        nodes=[
+            {"name": f"n{i:02d}", "allocatable": {"nvidia.com/gpu": 4, "cpu": 16}}
+            for i in range(32)
+        ],
+        queues=[{"name": "qa"}],
+        gangs=random_share_gangs(240, sizes, [1, 2, 3], 5),
+    )
+    assert first_baseline(s) == lead
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.02)
+    r = solve_cycle(s, None, cfg)
+    assert verify(s, r.plan) == []
+    assert "model" not in r.work
+    note = next(n for n in r.notes if n.startswith("no time left for CP-SAT"))
+    predicted = float(note.split("building the model would take about ")[1].split(" ")[0])
+    assert predicted == pytest.approx(factor * r.work[f"baseline.{lead}"], rel=5e-3)
