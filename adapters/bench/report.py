@@ -760,8 +760,9 @@ def write_report(result: BenchResult, out: Path, plots: Sequence[Path] = ()) -> 
         "GPUs placed, gangs, Jain's index and the largest 8-GPU gang; lower is better for "
         "spread over minimum, stranded GPUs and time. One-leaf share: CP-SAT vs the best "
         "baseline. `score vs best`: `=`, `>` or `<` by the lexicographic score, at the first "
-        "entry that differs. `thr. gap`: CP-SAT's gap on the throughput entries (n/a when it "
-        "returned a baseline's plan, whose gaps the cycle does not report). `time s (×)`: "
+        "entry that differs. `thr. gap`: CP-SAT's gap on the throughput entries, against the "
+        "model's bound, also where the cycle returned the incumbent after CP-SAT ran (n/a "
+        "where the cycle reports none: CP-SAT did not run). `time s (×)`: "
         "CP-SAT's wall time (the whole cycle) and, in parentheses, its ratio to the best "
         "baseline's time alone (not to the limit).",
         "",

@@ -82,7 +82,9 @@ def schema(output: Path | None) -> None:
     show_default=True,
     help=(
         "budget of the whole cycle in seconds: indexing, baselines, model, search, checks "
-        "and pending reasons, not reading the instance or writing the plan (Ctrl-C during "
+        "and pending reasons, not reading the instance or writing the plan; with "
+        "--deterministic, in CP-SAT's deterministic seconds (work counted, not wall time: "
+        "the wall time may be several times longer) (Ctrl-C during "
         "the search stops it and keeps the best verified "
         "plan so far; a second Ctrl-C aborts)"
     ),
