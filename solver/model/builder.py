@@ -265,23 +265,34 @@ def solve_model(
         )
         return outcome, why, projected and n <= MAX_VARIABLES and took <= build_s
 
-    for family in Constraints.FAMILIES:
-        constraints.add(family)
-        stopped = too_big(f"family {family}")
-        if stopped is not None:
-            return stopped[0]
-    prev_pods = len(previous.pods) if previous is not None else 0
-
     def check(after: str, share: float) -> None:
-        out = too_big(f"the objective's {after}", share)
+        out = too_big(after, share)
         if out is not None:
             raise BuildStopped(out[1], out[0], projection=out[2])
 
+    # a family built node by node reports its progress, so one that alone would take the
+    # build past its time stops inside it (on openb's 1,523 nodes gpu_devices alone took up
+    # to a second of a 1 s cycle before the check after it)
+    constraints.progress = lambda family, share: check(f"family {family}", share)
+    try:
+        for family in Constraints.FAMILIES:
+            constraints.add(family)
+            check(f"family {family}", 1.0)
+    except BuildStopped as stop_build:
+        assert isinstance(stop_build.outcome, ModelOutcome)
+        return stop_build.outcome
+    prev_pods = len(previous.pods) if previous is not None else 0
     try:
         terms = build_terms(
-            model, ix, v, ctx.shares, prev_pods, after_each=check, max_variables=MAX_VARIABLES
+            model,
+            ix,
+            v,
+            ctx.shares,
+            prev_pods,
+            after_each=lambda after, share: check(f"the objective's {after}", share),
+            max_variables=MAX_VARIABLES,
         )
-        check("last terms", 1.0)
+        check("the objective's last terms", 1.0)
     except BuildStopped as stop_build:
         assert isinstance(stop_build.outcome, ModelOutcome)
         return stop_build.outcome

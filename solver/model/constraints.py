@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from functools import reduce
 
 from ortools.sat.python import cp_model
@@ -64,8 +65,28 @@ class Constraints:
     )
     """Every family, by name (the method is ``_`` + name); the order does not matter."""
 
-    def __init__(self, model: cp_model.CpModel, ix: Index, v: Variables):
+    PROGRESS_EVERY = 32
+    """Nodes between two progress reports of a family built node by node."""
+
+    def __init__(
+        self,
+        model: cp_model.CpModel,
+        ix: Index,
+        v: Variables,
+        progress: Callable[[str, float], None] | None = None,
+    ):
+        """``progress(family, share)``, if given, is called every :data:`PROGRESS_EVERY`
+        nodes of a family built node by node (``node_capacity``, ``gpu_devices``: on 1,523
+        nodes with GPU shares up to a second each) with the share of its nodes done; it may
+        raise to stop the build (the builder's time check)."""
         self.m, self.ix, self.v = model, ix, v
+        self.progress = progress
+
+    def _node_done(self, family: str, done: int) -> None:
+        """Report progress once ``done`` nodes of ``family`` are built (every
+        :data:`PROGRESS_EVERY` nodes)."""
+        if self.progress is not None and done and done % self.PROGRESS_EVERY == 0:
+            self.progress(family, done / len(self.ix.node_names))
 
     def add_all(self) -> None:
         """Every family of :data:`FAMILIES`."""
@@ -160,6 +181,7 @@ class Constraints:
         state = self.ix.state
         assert state is not None
         for n, name in enumerate(self.ix.node_names):
+            self._node_done("node_capacity", n)
             on = self.v.shapes_on(n)
             if not on:
                 continue
@@ -190,6 +212,7 @@ class Constraints:
         unit = _gcd([*share_sizes, *held, GPU_MILLI])
         v = self.v
         for n, name in enumerate(self.ix.node_names):
+            self._node_done("gpu_devices", n)
             on = v.shapes_on(n)
             whole_terms = [
                 (self.ix.shapes[sh].whole, e) for sh, e in on if self.ix.shapes[sh].whole

@@ -616,3 +616,39 @@ def test_the_instances_are_two_node_snapshots() -> None:
     for case in CASES.values():
         s: Snapshot = load_instance({**API, **case.data})[0]
         assert len(s.nodes) == 2
+
+
+@pytest.mark.parametrize("family", ["node_capacity", "gpu_devices"])
+def test_a_family_built_node_by_node_reports_its_progress(family: str) -> None:
+    # 100 nodes of 4 GPUs, one gang asking a GPU share on each: the family reports after
+    # every PROGRESS_EVERY (32) nodes, so at 32, 64 and 96 of 100 nodes; a report that
+    # raises stops the family there (the builder's time check does so)
+    nodes = [{"name": f"n{i:03d}", "allocatable": {GPU: 4, "cpu": 8}} for i in range(100)]
+    gangs = [
+        {
+            "name": f"g{i:03d}",
+            "queue": "q",
+            "roles": [{"name": "w", "count": 1, "requests": {GPU: "500m", "cpu": 1}}],
+        }
+        for i in range(100)
+    ]
+    s, warnings = load_instance({**API, "nodes": nodes, "queues": [{"name": "q"}], "gangs": gangs})
+    assert warnings == []
+    ix = build_index(CycleContext.of(s), EXACT, None)
+    m = cp_model.CpModel()
+    seen: list[tuple[str, float]] = []
+    Constraints(m, ix, Variables(m, ix), progress=lambda f, share: seen.append((f, share))).add(
+        family
+    )
+    assert seen == [(family, 0.32), (family, 0.64), (family, 0.96)]
+
+    class Stop(Exception):
+        pass
+
+    def stop(f: str, share: float) -> None:
+        raise Stop
+
+    m2 = cp_model.CpModel()
+    cons = Constraints(m2, ix, Variables(m2, ix), progress=stop)
+    with pytest.raises(Stop):
+        cons.add(family)
