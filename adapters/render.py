@@ -373,10 +373,10 @@ def status_line(
     cycle's budget (``SolverConfig.time_limit_s``: the whole cycle, not CP-SAT alone), when
     known (``deterministic``: counted in CP-SAT's deterministic seconds, so the wall time
     may differ, and the line says so; after Ctrl-C, the line says the search was stopped
-    instead); the gap is the largest of the GPU throughput
-    entries' gaps to their bounds (CP-SAT's, or an entry's own ceiling), named with its
-    entry, and the entries without a bound (neighbourhood search alone, or no time) are
-    named instead.
+    instead; a wall time past the limit is said, with the cycle's largest part); the gap
+    is the largest of the GPU throughput entries' gaps to their bounds (CP-SAT's, or an
+    entry's own ceiling), named with its entry, and the entries without a bound
+    (neighbourhood search alone, or no time) are named instead.
     """
     s = summary
     took = f"{s.wall_time_s:.2f} s"
@@ -388,6 +388,13 @@ def status_line(
     )
     if deterministic:
         took = f"{took} wall (the limit counts CP-SAT's deterministic seconds)"
+    elif time_limit_s is not None and s.wall_time_s > time_limit_s and s.parts:
+        # the budget could not hold (e.g. the first baseline alone passes it): say where
+        # the time went
+        part, seconds = max(s.parts.items(), key=lambda kv: kv[1])
+        took = (
+            f"{took}, over the {time_limit_s:g} s limit (the largest part: {part}, {seconds:.2f} s)"
+        )
     if any(t.status.endswith("(interrupted)") for t in s.tiers):
         within = " when Ctrl-C stopped the search"
     optimised = [t for t in s.tiers if t.optimised]
@@ -424,6 +431,7 @@ def status_line(
             f"score entries not proven optimal{within} ({', '.join(open_tiers)}){gap}; {took}"
         )
     base = s.placer.partition("(incumbent: ")[2].rstrip(")") or "baseline"
+    base = base.removesuffix(" plan")  # "empty plan": "the empty plan", not "empty plan plan"
     if s.status == "incumbent" and s.parts and "search" not in s.parts:
         # CP-SAT did not search (no time left for its model, or its build stopped): the
         # notes say why

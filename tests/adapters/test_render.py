@@ -563,3 +563,30 @@ def test_evicted_pods_leave_their_queue_s_share_after_the_plan() -> None:
     (queue,) = plan_stats(snap, plan).queues
     assert queue[0] == "q"
     assert queue[3] == pytest.approx(60.0)
+
+
+def test_a_cycle_past_its_limit_says_so_and_names_its_largest_part() -> None:
+    # 1.5 s against a 1 s limit, of which the fgd baseline took 0.9 s (a reviewer's case:
+    # the first baseline alone passes a short limit, and the line said only "1.50 s")
+    s = PlanSummary(
+        placer="cpsat (incumbent: fgd)",
+        status="incumbent",
+        wall_time_s=1.5,
+        parts={"context": 0.1, "baseline.fgd": 0.9, "check": 0.3, "reasons": 0.2},
+    )
+    assert status_line(s, 1).endswith(
+        "1.50 s, over the 1 s limit (the largest part: baseline.fgd, 0.90 s)"
+    )
+    # within the limit, nothing is added
+    assert status_line(s, 2).endswith("the fgd plan is returned; 1.50 s")
+
+
+def test_the_empty_plan_returned_is_not_called_the_empty_plan_plan() -> None:
+    s = PlanSummary(
+        placer="cpsat (incumbent: empty plan)",
+        status="incumbent",
+        wall_time_s=0.5,
+        parts={"context": 0.1, "baseline.fgd": 0.2},
+    )
+    line = status_line(s, 1)
+    assert "the empty plan is returned" in line and "plan plan" not in line
