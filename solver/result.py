@@ -16,7 +16,7 @@ from gangplan.models import (
 )
 from gangplan.solver.score import Score
 
-__all__ = ["CycleResult", "CycleStatus", "SolverConfig", "assemble_plan"]
+__all__ = ["MAX_SEED", "CycleResult", "CycleStatus", "SolverConfig", "assemble_plan", "cpsat_seed"]
 
 
 class CycleStatus(enum.Enum):
@@ -70,6 +70,24 @@ class SolverConfig:
     nodes its incumbent uses plus its best-fitting candidates (reported in the notes; the
     model may then miss a better plan). 0: keep all (exact)."""
     interruptible: bool = True
+
+    def __post_init__(self) -> None:
+        """Raises:
+        ValueError: ``seed`` outside 0..2**31-1 (CP-SAT's ``random_seed`` is a 32-bit
+            signed integer; a batch tool deriving seeds reduces them with
+            :func:`cpsat_seed`)."""
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed {self.seed} is out of range (accepted: 0 to {MAX_SEED})")
+
+
+MAX_SEED = 2**31 - 1
+"""The largest seed CP-SAT accepts (``SatParameters.random_seed``, int32)."""
+
+
+def cpsat_seed(seed: int) -> int:
+    """``seed`` (any integer a batch tool counts from, e.g. a replay's seed) as a seed
+    CP-SAT accepts: modulo 2**31."""
+    return seed % (MAX_SEED + 1)
 
 
 @dataclass

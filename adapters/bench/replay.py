@@ -461,12 +461,14 @@ def _run_batched(
     ``plans`` count the cycles by status and by the plan returned)."""
     from gangplan.solver.context import CycleContext
     from gangplan.solver.cycle import solve_cycle_in
-    from gangplan.solver.result import SolverConfig
+    from gangplan.solver.result import SolverConfig, cpsat_seed
 
     base = cluster.snapshot
     state = cluster.state
     running: list[RunningPod] = []
-    solver = SolverConfig(time_limit_s=cfg.time_limit_s, num_workers=cfg.workers, seed=seed)
+    solver = SolverConfig(
+        time_limit_s=cfg.time_limit_s, num_workers=cfg.workers, seed=cpsat_seed(seed)
+    )
     times: list[float] = []
     for start in range(0, len(seq), cfg.batch):
         began = time.monotonic()

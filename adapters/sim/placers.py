@@ -22,7 +22,7 @@ from typing import Protocol
 
 from gangplan.models import Snapshot
 from gangplan.solver.cycle import PLACERS, run_baseline, solve_cycle
-from gangplan.solver.result import CycleResult, SolverConfig
+from gangplan.solver.result import CycleResult, SolverConfig, cpsat_seed
 
 __all__ = ["BaselinePlacer", "CpsatPlacer", "CycleInput", "Placer", "make_placer"]
 
@@ -94,7 +94,7 @@ def make_placer(
             SolverConfig(
                 time_limit_s=time_limit_s,
                 num_workers=workers,
-                seed=seed,
+                seed=cpsat_seed(seed),
                 deterministic=deterministic,
                 deterministic_time=deterministic_time,
             )

@@ -360,3 +360,17 @@ def test_the_models_build_is_predicted_from_the_first_baseline(
     note = next(n for n in r.notes if n.startswith("no time left for CP-SAT"))
     predicted = float(note.split("building the model would take about ")[1].split(" ")[0])
     assert predicted == pytest.approx(factor * r.work[f"baseline.{lead}"], rel=5e-3)
+
+
+def test_a_seed_cpsat_cannot_take_is_refused_and_a_batch_seed_is_reduced() -> None:
+    # CP-SAT's random_seed is an int32 (0..2**31-1 here): SolverConfig refuses more with a
+    # clear error, and a batch tool's seed (a replay counting from 2**31) is reduced modulo
+    # 2**31 (a reviewer's traceback: `replay alibaba --first-seed 2147483648`)
+    from gangplan.solver.result import MAX_SEED, cpsat_seed
+
+    assert SolverConfig(seed=2**31 - 1).seed == MAX_SEED
+    with pytest.raises(ValueError, match="seed 2147483648 is out of range"):
+        SolverConfig(seed=2**31)
+    with pytest.raises(ValueError, match="out of range"):
+        SolverConfig(seed=-1)
+    assert [cpsat_seed(s) for s in (0, 2**31 - 1, 2**31, 2**31 + 5)] == [0, 2**31 - 1, 0, 5]
