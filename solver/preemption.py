@@ -38,7 +38,7 @@ from types import MappingProxyType
 from gangplan.models import Eviction, Gang, PodPlacement, RunningGang, RunningPod
 from gangplan.solver.context import CycleContext
 from gangplan.solver.greedy import place_gang
-from gangplan.solver.queue_order import QueueOrder, running_charge
+from gangplan.solver.queue_order import QueueOrder, pod_charge, running_charge
 from gangplan.solver.state import ClusterState, DeviceChoice
 
 __all__ = ["REPRIEVE", "greedy_preemption"]
@@ -123,6 +123,28 @@ class _Evictor:
         return True
 
 
+def _within_max(order: QueueOrder, gang: Gang) -> bool:
+    """Whether ``gang`` at its minimum (each role's ``min_member``) fits its queue's max as
+    the queue's usage stands, before any eviction."""
+    counts = {r.name: gang.role_min(r) for r in gang.roles if gang.role_min(r) > 0}
+    return not counts or order.headroom_ok_counts(gang, counts)
+
+
+def _queue_within_max(order: QueueOrder, gang: Gang) -> bool:
+    """Whether ``gang``'s queue is within its max in every resource ``gang`` asks (the
+    verifier's ``queue_max`` rule: a queue already over its max in a resource no admitted
+    pod asks is not held to it)."""
+    q = order.ctx.snapshot.queue_by_name[gang.queue]
+    asked = {
+        r
+        for role in gang.roles
+        for r, v in pod_charge(order.ctx.snapshot, gang, role).items()
+        if v > 0
+    }
+    usage = order.usage[gang.queue]
+    return all(usage[r] <= cap for r, cap in q.max.items() if r in asked)
+
+
 def _usable_nodes(state: ClusterState, gang: Gang) -> set[str]:
     """Nodes some role of ``gang`` may use (its static filters: readiness, taints,
     selectors, affinity, GPU models)."""
@@ -200,6 +222,11 @@ def greedy_preemption(
         if admitted:
             out += admitted
             continue
+        if not _within_max(order, gang):
+            # its queue's max holds it back whatever is evicted: an eviction is for node
+            # capacity only (the verifier's evictions_needed; design: no eviction for
+            # nothing), so none is tried
+            continue
         for step in _candidates(ctx, state, gang, evicted):
             evictor.evict(step.pods)
             steps.append(step)
@@ -218,6 +245,14 @@ def greedy_preemption(
                 if used & {p.node for p in st.pods} or not evictor.restore(st.pods)
             ][::-1]
         steps = [st for st in reversed(steps) if not evictor.restore(st.pods)][::-1]
+        if not _queue_within_max(order, gang):
+            # victims of its own queue put back took the queue past its max: undone
+            for p in admitted:
+                state.remove(p, gang.role(p.role))
+                order.charge(gang, gang.role(p.role), -1)
+            for step in reversed(steps):
+                assert evictor.restore(step.pods)
+            continue
         out += admitted
         for step in steps:
             evicted |= {(p.namespace, p.name) for p in step.pods}

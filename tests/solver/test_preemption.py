@@ -423,3 +423,76 @@ def test_aggregated_mode_with_a_victim_on_a_node_its_preemptor_may_not_use() -> 
     assert any(n.startswith("aggregated mode") for n in r.notes)
     assert sorted(p.node for p in r.plan.pods) == ["n2", "n2"]
     assert [e.pod for e in r.plan.evictions] == ["u-0"]
+
+
+_API = {"apiVersion": "gangplan.io/v1alpha1", "kind": "Instance"}
+
+
+@pytest.mark.parametrize(
+    ("max_gpus", "running"),
+    [
+        # queue max 3 GPUs, r0 holds 2 of n0's 4: g0 (2 GPUs) fits the node beside r0 but
+        # not the max (2 + 2 > 3); evicting r0 would make room under the max only
+        (3, [("r0", 2)]),
+        # queue max 1 GPU, already over it (r0 2 + r1 1); g0 asks 1: only evicting both
+        # would make room, again under the max only (n0 has 1 GPU free)
+        (1, [("r0", 2), ("r1", 1)]),
+    ],
+)
+def test_the_baselines_never_evict_for_a_queue_max(
+    max_gpus: int, running: list[tuple[str, int]]
+) -> None:
+    # an eviction is for node capacity only (the verifier's evictions_needed): g0 cannot
+    # be admitted, and no baseline evicts for it (they evicted r0, and the verifier refused
+    # every plan; at scale the cycle returned the empty plan, a reviewer's finding)
+    s, warnings = load_instance(
+        {
+            **_API,
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 32, GPU: 4}}],
+            "queues": [
+                {
+                    "name": "qd",
+                    "max": {GPU: max_gpus},
+                    "preemption": {"within_queue": "lower_priority", "reclaim": "any"},
+                }
+            ],
+            "running": [
+                {
+                    "name": n,
+                    "gang": n,
+                    "queue": "qd",
+                    "priority": 0,
+                    "node": "n0",
+                    "requests": {"cpu": 1, GPU: g},
+                    "admitted": 0,
+                }
+                for n, g in running
+            ],
+            "gangs": [
+                {
+                    "name": "g0",
+                    "queue": "qd",
+                    "priority": 100,
+                    "creation_time": 1,
+                    "roles": [
+                        {
+                            "name": "w",
+                            "count": 1,
+                            "requests": {"cpu": 1, GPU: 2 if max_gpus == 3 else 1},
+                        }
+                    ],
+                }
+            ],
+            "preemption": {"enabled": True, "grace_s": 0, "now": 1000},
+        }
+    )
+    assert warnings == []
+    for name in ("greedy", "topology-fit", "fgd"):
+        r = run_baseline(s, name)
+        assert not r.plan.evictions and not r.plan.pods, name
+        assert verify(s, r.plan) == []
+    r = solve_cycle(
+        s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
+    )
+    assert not r.plan.evictions and not r.plan.pods
+    assert verify(s, r.plan) == []
