@@ -44,6 +44,7 @@ The result reports the time each part took (``CycleResult.parts``, the plan summ
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 
 from gangplan.models import (
@@ -350,19 +351,32 @@ def _finish(
     notes: list[str] | None = None,
     reason_budget: float = 0.0,
     exact_check: ExactCheck | None = None,
+    exact_spent: list[float] | None = None,
     evictions: list[Eviction] | None = None,
 ) -> Plan:
     """The plan of ``pods`` and ``evictions`` (scored ``sc``) with a reason for every
     pending gang and its summary; the end of every cycle, baseline or CP-SAT, so the
-    cycle's states are released here (:meth:`CycleContext.release`)."""
+    cycle's states are released here (:meth:`CycleContext.release`). ``exact_spent``: in
+    deterministic mode, where ``exact_check`` adds the deterministic seconds it takes (the
+    reasons' clock, so they repeat from run to run)."""
     placed = {p.gang_key for p in pods}
     pending = [g for g in ctx.snapshot.gangs if g.key not in placed]
     before = ctx.meter.units
+    spent = exact_spent
     with budget.part("reasons"):
         reasons = explain_pending(
-            ctx, pods, pending, exact_check=exact_check, budget_s=reason_budget
+            ctx,
+            pods,
+            pending,
+            exact_check=exact_check,
+            budget_s=reason_budget,
+            clock=(lambda: spent[0]) if spent is not None else time.monotonic,
         )
-    budget.charge("reasons", units=ctx.meter.units - before + len(pending))
+    budget.charge(
+        "reasons",
+        units=ctx.meter.units - before + len(pending),
+        seconds=spent[0] if spent is not None else 0.0,
+    )
     ctx.release()  # the reasons were the cycle's last use of its states
     plan = _with_reservations(
         ctx.snapshot, assemble_plan(ctx.snapshot, pods, reasons, evictions=evictions or [])
@@ -955,8 +969,12 @@ def _solve(
         if status not in (CycleStatus.FALLBACK, CycleStatus.INCUMBENT):
             status = CycleStatus.INCUMBENT
 
+    exact_spent = [0.0] if cfg.deterministic else None
+
     def exact_check(gang: Gang, empty: bool, seconds: float) -> bool | None:
-        return gang_fits(ctx, gang, empty, seconds, cfg.seed)
+        return gang_fits(
+            ctx, gang, empty, seconds, cfg.seed, deterministic=cfg.deterministic, spent=exact_spent
+        )
 
     plan = _finish(
         ctx,
@@ -971,6 +989,7 @@ def _solve(
         notes=notes,
         reason_budget=max(0.0, min(budget.left(), keep)),
         exact_check=exact_check,
+        exact_spent=exact_spent,
         evictions=found_evictions,
     )
     return CycleResult(

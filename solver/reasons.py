@@ -634,6 +634,7 @@ class _Explainer:
         placed: list[PodPlacement],
         exact_check: ExactCheck | None,
         budget_s: float,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.ctx = ctx
         self.s = ctx.snapshot
@@ -647,7 +648,8 @@ class _Explainer:
                 self.running_use[pod.queue].update(running_charge(self.s, pod))
         self.after = _after_plan(self.s, placed)
         self.exact_check = exact_check
-        self.deadline = time.monotonic() + budget_s
+        self.clock = clock
+        self.deadline = clock() + budget_s
         self._static: dict[tuple[object, ...], _Why] = {}
         self._bounds: dict[tuple[object, ...], _Why | None] = {}
         self._takers: dict[tuple[object, ...], list[str]] = {}
@@ -695,7 +697,7 @@ class _Explainer:
             self._bounds[key] = self._bound(gang, empty)
         why = self._bounds[key]
         if why is None and len(gang.roles) > 1 and self.exact_check is not None:
-            left = self.deadline - time.monotonic()
+            left = self.deadline - self.clock()
             if left > 0 and self.exact_check(gang, empty, left) is False:
                 where = "even on the empty cluster" if empty else "in what running pods leave"
                 why = _Why(
@@ -781,16 +783,19 @@ def explain_pending(
     *,
     exact_check: ExactCheck | None = None,
     budget_s: float = 0.0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, PendingReason]:
     """A reason for every gang of ``pending`` (keys ``namespace/name``), one computed per
     class of gangs (:func:`class_key`).
 
     ``placed``: the plan's pods (to say who took the room). ``exact_check`` is asked only
-    for multi-role gangs the bounds call fitting, within ``budget_s`` seconds in all.
+    for multi-role gangs the bounds call fitting, within ``budget_s`` seconds in all, read
+    on ``clock`` (wall seconds; in deterministic mode the deterministic seconds the checks
+    took, so the reasons repeat from run to run).
     """
     if not pending:
         return {}
-    explainer = _Explainer(ctx, placed, exact_check, budget_s)
+    explainer = _Explainer(ctx, placed, exact_check, budget_s, clock)
     memo: dict[tuple[object, ...], PendingReason] = {}
     out: dict[str, PendingReason] = {}
     for gang in pending:

@@ -556,10 +556,21 @@ def solution_plan(
 
 
 def gang_fits(
-    ctx: CycleContext, gang: Gang, empty: bool, seconds: float, seed: int = 0
+    ctx: CycleContext,
+    gang: Gang,
+    empty: bool,
+    seconds: float,
+    seed: int = 0,
+    *,
+    deterministic: bool = False,
+    spent: list[float] | None = None,
 ) -> bool | None:
     """Exact check for the reasons: can ``gang`` alone be admitted (on the empty cluster
     when ``empty``, else in what running pods leave), within its queue's max?
+
+    ``seconds``: wall seconds, or with ``deterministic`` CP-SAT's deterministic seconds (so
+    the answer repeats from run to run); ``spent[0]``, if given, is increased by the
+    deterministic seconds the check took.
 
     Returns True / False, or None when CP-SAT cannot tell within ``seconds``.
     """
@@ -577,8 +588,13 @@ def gang_fits(
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
-    solver.parameters.max_time_in_seconds = max(0.01, seconds)
+    if deterministic:
+        solver.parameters.max_deterministic_time = max(0.01, seconds)
+    else:
+        solver.parameters.max_time_in_seconds = max(0.01, seconds)
     st = solver.solve(model)
+    if spent is not None:
+        spent[0] += solver.response_proto.deterministic_time
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return True
     if st == cp_model.INFEASIBLE:

@@ -7,11 +7,12 @@ blocked: by running pods or the queue's headroom; lost: other gangs took the roo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from gangplan.models import load_instance
+from gangplan.models import Snapshot, load_instance
 from gangplan.solver.cycle import solve_cycle
 from gangplan.solver.result import SolverConfig
 from gangplan.solver.verify import verify
@@ -633,3 +634,46 @@ def test_a_gang_is_described_by_its_pods_and_its_gpus_at_full_size() -> None:
     assert _describe_gang(s, by_name["share"]) == "1 pod (1 x 0.5 GPU)"
     # elastic: its minimum of its full size, then the roles at full size
     assert _describe_gang(s, by_name["elastic"]) == "1 of 2 pods (2 x 4 GPUs; 8 GPUs at full size)"
+
+
+def test_deterministic_reasons_repeat_from_run_to_run(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    # two 8-GPU nodes, 300 one-GPU gangs of distinct CPU asks (so 300 classes to explain,
+    # few placed: 64 cores a node) and 'multi': two roles of 5 GPUs on one node, which never
+    # fits (10 > 8) though each role fits alone, so only the exact check can tell. In
+    # deterministic mode that check ran on the wall clock, and 'multi' was explained
+    # 'exact_check' in some runs and a false 'lost' in others (a reviewer's finding)
+    s = snapshot_of(
+        levels=[{"name": "leaf", "node_label": "leaf"}],
+        nodes=[
+            {"name": f"n{i}", "labels": {"leaf": "l0"}, "allocatable": {"cpu": 64, GPU: 8}}
+            for i in range(2)
+        ],
+        queues=[{"name": "q"}],
+        gangs=[
+            {
+                "name": f"f{i}",
+                "queue": "q",
+                "roles": [{"name": "w", "count": 1, "requests": {GPU: 1, "cpu": 100 + i}}],
+            }
+            for i in range(300)
+        ]
+        + [
+            {
+                "name": "multi",
+                "queue": "q",
+                "topology": {"required": "node"},
+                "creation_time": 1_000_000,
+                "roles": [
+                    {"name": "a", "count": 1, "requests": {GPU: 5}},
+                    {"name": "b", "count": 1, "requests": {GPU: 5}},
+                ],
+            }
+        ],
+    )
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.08)
+    runs = [solve_cycle(s, None, cfg).plan for _ in range(3)]
+    reasons = [{g.key: (g.reason.family, g.reason.message) for g in p.gangs} for p in runs]
+    assert reasons[0] == reasons[1] == reasons[2]
+    assert reasons[0]["default/multi"][0] != "lost"  # it never fits: not "lost to others"
