@@ -84,7 +84,7 @@ def schema(output: Path | None) -> None:
         "budget of the whole cycle in seconds: indexing, baselines, model, search, checks "
         "and pending reasons, not reading the instance or writing the plan; with "
         "--deterministic, in CP-SAT's deterministic seconds (work counted, not wall time: "
-        "the wall time may be several times longer) (Ctrl-C during "
+        "the wall time may be up to 30 times longer) (Ctrl-C during "
         "the search stops it and keeps the best verified "
         "plan so far; a second Ctrl-C aborts)"
     ),
