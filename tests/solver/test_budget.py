@@ -202,7 +202,9 @@ def _clocked(
     now = [0.0]
     real_baseline, real_score, real_verify = cycle._baseline, cycle.score, cycle.verify
 
-    def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Eviction]]:
+    def baseline(
+        ctx: CycleContext, name: str, out_of_time: Any = None
+    ) -> tuple[list[PodPlacement], list[Eviction]]:
         now[0] += costs[name]
         return real_baseline(ctx, name)
 
@@ -278,7 +280,9 @@ def test_an_invalid_baseline_plan_gives_way_to_the_next_best(
     s = _instance()
     real = cycle._baseline
 
-    def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Eviction]]:
+    def baseline(
+        ctx: CycleContext, name: str, out_of_time: Any = None
+    ) -> tuple[list[PodPlacement], list[Eviction]]:
         pods, evictions = real(ctx, name)
         if name == "fgd":
             # every pod on the first pod's node: over its GPUs, and it scores as placing all

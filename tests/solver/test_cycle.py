@@ -233,7 +233,7 @@ def test_the_notes_say_where_cp_sats_plan_beats_the_incumbent(monkeypatch: Any) 
     )
     r = solve_cycle(s, config=DET)
     assert "CP-SAT's plan scores equal to the incumbent (greedy)" in r.notes
-    monkeypatch.setattr(cycle, "_baseline", lambda ctx, name: ([], []))
+    monkeypatch.setattr(cycle, "_baseline", lambda ctx, name, out_of_time=None: ([], []))
     r = solve_cycle(s, config=DET)
     assert verify(s, r.plan) == []
     assert [p.node for p in r.plan.pods] == ["n1"]

@@ -473,7 +473,9 @@ def test_the_incumbent_is_polished_when_the_cycle_returns_it(
     worse = [p for p in spread.pods if p.gang != "h"]
     assert score(s, assemble_plan(s, worse, {})) < score(s, spread)
 
-    def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Any]]:
+    def baseline(
+        ctx: CycleContext, name: str, out_of_time: Any = None
+    ) -> tuple[list[PodPlacement], list[Any]]:
         ctx.meter.add(100_000)  # 0.1 deterministic s: the polish is predicted to take 0.05
         return list(spread.pods), []
 
@@ -513,7 +515,9 @@ def test_the_incumbent_is_not_polished_without_time_for_it(
     # polish (0.45 s) in the 0.38 s left after them and the checks kept (scoring costs ~0)
     s, spread = _first_case(fat_tree, plan_of, one_role_gang)
 
-    def baseline(ctx: CycleContext, name: str) -> tuple[list[PodPlacement], list[Any]]:
+    def baseline(
+        ctx: CycleContext, name: str, out_of_time: Any = None
+    ) -> tuple[list[PodPlacement], list[Any]]:
         ctx.meter.add(900_000)  # 0.9 deterministic s
         return list(spread.pods), []
 
@@ -546,7 +550,9 @@ def test_the_notes_say_when_no_spread_gang_was_gathered(
         running=_full("n2", "n4", "n7", "n8"),
     )
     plan = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "k": [("w", "n5"), ("w", "n6")]})
-    monkeypatch.setattr(cycle, "_baseline", lambda ctx, name: (list(plan.pods), []))
+    monkeypatch.setattr(
+        cycle, "_baseline", lambda ctx, name, out_of_time=None: (list(plan.pods), [])
+    )
     monkeypatch.setattr(
         builder, "solve_model", lambda *a, **k: builder.ModelOutcome(CycleStatus.INCUMBENT, None)
     )

@@ -496,3 +496,24 @@ def test_the_baselines_never_evict_for_a_queue_max(
     )
     assert not r.plan.evictions and not r.plan.pods
     assert verify(s, r.plan) == []
+
+
+def test_the_greedy_preemption_stops_when_its_time_is_up() -> None:
+    # low holds n1's 8 GPUs; h (priority 100) needs them: with time the step evicts low for
+    # h; with none left it tries nothing (no eviction, h stays pending) and the plan is
+    # still valid (on a reviewer's 1,000-node instance the step took 12 s at any limit)
+    from gangplan.solver.context import CycleContext
+    from gangplan.solver.preemption import greedy_preemption
+
+    s = instance([within("lower_priority")], [run("low", "q", 0, 8)], [gang("h", "q", 100, 8)])
+    out, ev = greedy_preemption(CycleContext.of(s), [], reprieve=True, out_of_time=lambda: False)
+    assert [p.gang_key for p in out] == ["default/h"] and [e.pod for e in ev] == ["low"]
+    out, ev = greedy_preemption(CycleContext.of(s), [], reprieve=True, out_of_time=lambda: True)
+    assert out == [] and ev == []
+    # in a cycle the step gets a share of the budget; at a budget too short for it the
+    # notes say it stopped, and the plan verifies
+    r = solve_cycle(
+        s, config=SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=1e-9)
+    )
+    assert verify(s, r.plan) == []
+    assert any("greedy preemption stopped for time" in n for n in r.notes)
