@@ -153,12 +153,22 @@ on after the other baselines (a replay cycle at 1 s: fgd 0.1 s, its first restar
 much, the others a fifth of it; with every restart after the other baselines, half the
 cycles had no time for one and the replay ended 0.3-0.8 point lower; with all of them before,
 topology-fit lost its time on a tight budget and a cycle returned a worse plan)."""
-FIRST_RESTART_COST = 1.0
-"""The first restart relative to the ``fgd`` baseline; each later one is predicted at the
-last one's measured cost (measured: 0.52-0.60 in replay cycles of 100 pods on 1,523 nodes,
-then a sixth of it each, the node rankings reused; 0.9-1.7 on openb as one cycle, 8,152
-pods, where every restart costs about as much: a later restart predicted at a quarter of
-the first's took the restarts 1.3-1.9 times past their share, a reviewer's finding)."""
+FIRST_RESTART_COST = 0.7
+"""The first restart relative to the ``fgd`` baseline (measured in replay cycles on 1,523
+nodes: 0.52-0.60; it reuses the cycle's node classes, not fgd's rankings)."""
+LATER_RESTART_COST = 0.25
+"""A restart after the first, relative to the first, where the first took under
+:data:`SMALL_RESTART` of the budget: the first builds the node rankings the others reuse
+(measured in replay cycles of 100 pods on 1,523 nodes: 0.09 s, then 0.013-0.015 s each, a
+sixth; a quarter is predicted). Where the first took more, the cycle's pods dominate and
+every restart costs about as much: the second is predicted at the first's cost (on openb as
+one cycle, 8,152 pods, each restart took 0.9-1.7 times fgd's cost, and with a quarter
+predicted the restarts ran 1.3-1.9 times past their share, a reviewer's finding; predicting
+every cycle's second at the first's cost kept the replay's restarts from a third of their
+cycles, 0.2-0.4 point lower at 130%)."""
+SMALL_RESTART = 0.1
+"""A first restart under this share of the budget is followed by cheaper ones
+(:data:`LATER_RESTART_COST`)."""
 RESTART_SHARE = 0.3
 """The restarts (and their descent) stop once they have spent this share of the budget, so
 that the rest stays for CP-SAT's model where it fits (with a half, a 10 s cycle on a share
@@ -827,8 +837,10 @@ def _run_restarts(
 ) -> None:
     """Restarts (part ``restarts``) until :data:`RESTARTS` have run, or the next one's
     predicted cost (the first's: :data:`FIRST_RESTART_COST` times the ``fgd`` baseline's;
-    then the last one's measured cost) does not fit what is left after
-    :func:`_restarts_keep`, or would take the restarts past ``cap`` (the budget's clock)."""
+    the second's: :data:`LATER_RESTART_COST` times the first's where the first took under
+    :data:`SMALL_RESTART` of the budget, else the first's; then the last one's) does not fit
+    what is left after :func:`_restarts_keep`, or would take the restarts past ``cap`` (the
+    budget's clock)."""
     predicted = (
         search.last_cost if search.tried else FIRST_RESTART_COST * budget.spent("baseline.fgd")
     )
@@ -843,6 +855,9 @@ def _run_restarts(
         budget.charge("restarts", units=ctx.meter.units - before)
         before = ctx.meter.units
         predicted = search.last_cost = budget.spent("restarts") - spent
+        if search.tried == 1 and predicted < SMALL_RESTART * budget.limit:
+            predicted *= LATER_RESTART_COST  # the first built the node rankings
+            search.last_cost = predicted
 
 
 def _restart(
