@@ -38,7 +38,7 @@ from types import MappingProxyType
 from gangplan.models import Eviction, Gang, PodPlacement, RunningGang, RunningPod
 from gangplan.solver.context import CycleContext
 from gangplan.solver.greedy import place_gang
-from gangplan.solver.queue_order import QueueOrder, pod_charge, running_charge
+from gangplan.solver.queue_order import QueueOrder, running_charge
 from gangplan.solver.state import ClusterState, DeviceChoice
 
 __all__ = ["REPRIEVE", "greedy_preemption"]
@@ -128,21 +128,6 @@ def _within_max(order: QueueOrder, gang: Gang) -> bool:
     the queue's usage stands, before any eviction."""
     counts = {r.name: gang.role_min(r) for r in gang.roles if gang.role_min(r) > 0}
     return not counts or order.headroom_ok_counts(gang, counts)
-
-
-def _queue_within_max(order: QueueOrder, gang: Gang) -> bool:
-    """Whether ``gang``'s queue is within its max in every resource ``gang`` asks (the
-    verifier's ``queue_max`` rule: a queue already over its max in a resource no admitted
-    pod asks is not held to it)."""
-    q = order.ctx.snapshot.queue_by_name[gang.queue]
-    asked = {
-        r
-        for role in gang.roles
-        for r, v in pod_charge(order.ctx.snapshot, gang, role).items()
-        if v > 0
-    }
-    usage = order.usage[gang.queue]
-    return all(usage[r] <= cap for r, cap in q.max.items() if r in asked)
 
 
 def _usable_nodes(state: ClusterState, gang: Gang) -> set[str]:
@@ -258,7 +243,7 @@ def greedy_preemption(
                 if used & {p.node for p in st.pods} or not evictor.restore(st.pods)
             ][::-1]
         steps = [st for st in reversed(steps) if not evictor.restore(st.pods)][::-1]
-        if not _queue_within_max(order, gang):
+        if not order.within_max(gang):
             # victims of its own queue put back took the queue past its max: undone
             for p in admitted:
                 state.remove(p, gang.role(p.role))

@@ -160,6 +160,15 @@ class QueueOrder:
                 return False
         return True
 
+    def within_max(self, gang: Gang) -> bool:
+        """Is ``gang``'s queue within its max, as its usage stands, in every resource a pod
+        of ``gang`` asks (the verifier's ``queue_max`` rule: a queue already over its max in
+        a resource no admitted pod asks is not held to it)?"""
+        q = self.ctx.snapshot.queue_by_name[gang.queue]
+        asked = {r for role in gang.roles for r, v in self._charge(gang, role).items() if v > 0}
+        usage = self.usage[gang.queue]
+        return all(usage[r] <= cap for r, cap in q.max.items() if r in asked)
+
     def charge(self, gang: Gang, role: Role, sign: int = 1) -> None:
         """Count one pod of ``role`` placed (``sign`` -1: taken back) in its queue's usage."""
         for r, v in self._charge(gang, role).items():

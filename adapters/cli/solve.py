@@ -26,6 +26,7 @@ from gangplan.adapters.kube.bindings import Withheld
 from gangplan.adapters.numbers import counted
 from gangplan.models import Plan, Snapshot
 from gangplan.solver.cycle import PLACERS
+from gangplan.solver.result import MAX_SEED
 
 __all__ = ["schema", "solve", "validate", "verify"]
 
@@ -98,7 +99,7 @@ def schema(output: Path | None) -> None:
 )
 @click.option(
     "--seed",
-    type=click.IntRange(min=0, max=2**31 - 1),
+    type=click.IntRange(min=0, max=MAX_SEED),
     default=0,
     show_default=True,
     help="CP-SAT random seed",

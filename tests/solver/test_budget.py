@@ -303,6 +303,18 @@ def test_an_invalid_baseline_plan_gives_way_to_the_next_best(
     assert r.plan.summary is not None and "fgd" not in r.plan.summary.placer
 
 
+def _share_cluster(snapshot_of: Callable[..., Snapshot], gangs: list[dict]) -> Snapshot:
+    """32 nodes of 4 GPUs and 16 cores, one queue ``qa``, and ``gangs``."""
+    return snapshot_of(
+        nodes=[
+            {"name": f"n{i:02d}", "allocatable": {"nvidia.com/gpu": 4, "cpu": 16}}
+            for i in range(32)
+        ],
+        queues=[{"name": "qa"}],
+        gangs=gangs,
+    )
+
+
 @pytest.mark.parametrize("limit", [0.02, 0.1, 0.5])
 def test_fgds_restarts_stay_inside_a_deterministic_budget(
     limit: float,
@@ -313,13 +325,8 @@ def test_fgds_restarts_stay_inside_a_deterministic_budget(
     # FGD's restarts run): the restarts and their descent are charged as work (node
     # evaluations), and the descent stops itself at what is allowed, so the cycle's parts
     # together fit the limit
-    s = snapshot_of(
-        nodes=[
-            {"name": f"n{i:02d}", "allocatable": {"nvidia.com/gpu": 4, "cpu": 16}}
-            for i in range(32)
-        ],
-        queues=[{"name": "qa"}],
-        gangs=random_share_gangs(240, ["250m", "450m", "700m", 1], [1, 2, 3], 5),
+    s = _share_cluster(
+        snapshot_of, random_share_gangs(240, ["250m", "450m", "700m", 1], [1, 2, 3], 5)
     )
     cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=limit)
     r = solve_cycle(s, None, cfg)
@@ -348,14 +355,7 @@ def test_the_models_build_is_predicted_from_the_first_baseline(
     # its cost (a replay cycle's build took 15-130 times fgd's); where whole GPUs are asked,
     # at 2.5 times the first baseline's. A budget too short for that build plus the search's
     # minimum starts no model, and the note gives the predicted build
-    s = snapshot_of(
-        nodes=[
-            {"name": f"n{i:02d}", "allocatable": {"nvidia.com/gpu": 4, "cpu": 16}}
-            for i in range(32)
-        ],
-        queues=[{"name": "qa"}],
-        gangs=random_share_gangs(240, sizes, [1, 2, 3], 5),
-    )
+    s = _share_cluster(snapshot_of, random_share_gangs(240, sizes, [1, 2, 3], 5))
     assert first_baseline(s) == lead
     cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.02)
     r = solve_cycle(s, None, cfg)
