@@ -24,7 +24,7 @@ from rich.text import Text
 
 from gangplan.adapters.numbers import counted, number
 from gangplan.models import GPU_MILLI, Gang, GangOutcome, Plan, PlanSummary, PodPlacement, Snapshot
-from gangplan.solver.fairness import fair_shares
+from gangplan.solver.judges.fairness import fair_shares
 from gangplan.topology import Topology, build_topology
 
 __all__ = [
@@ -522,7 +522,7 @@ def render_plan(
 
 def evicted_by_class(snapshot: Snapshot, plan: Plan) -> dict[str, tuple[int, int]]:
     """The milli-GPU and pods ``plan`` evicts, by the score's class name (``p0``, the
-    victim gang's priority), as :func:`gangplan.solver.score.score` counts them: only with
+    victim gang's priority), as :func:`gangplan.solver.judges.score.score` counts them: only with
     preemption on."""
     out: dict[str, tuple[int, int]] = {}
     if not (snapshot.preemption.enabled and plan.evictions):
@@ -542,7 +542,7 @@ def score_lines(
     evicted: dict[str, tuple[int, int]] | None = None,
     lowest_level: str = "leaf",
 ) -> list[str]:
-    """A score (:func:`gangplan.solver.score.score`'s ``entries``) in a person's units, one
+    """A score (:func:`gangplan.solver.judges.score.score`'s ``entries``) in a person's units, one
     line per part, most important first, in the score's order: per priority class how far
     its queues are below their fair targets (summed over the class's queues: weight x
     percentage points of dominant share, so it may pass 100; queues of weight 0

@@ -1,7 +1,8 @@
 """Free capacity: what running pods leave on each node, per resource and per device.
 
-Both judges of a plan trust this derivation — the verifier (``solver/verify.py``) and the
-cluster state the CP-SAT model and the baselines start from (``solver/state.py``) count every
+Both judges of a plan trust this derivation — the verifier (``solver/judges/verify.py``) and the
+cluster state the CP-SAT model and the baselines start from (``solver/placers/state.py``) count
+every
 placement against :class:`NodeFree` — so a mistake here is invisible to both;
 ``tests/models/test_free.py`` checks it against amounts worked out by hand.
 

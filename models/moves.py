@@ -18,7 +18,7 @@ pending gangs of ``final`` are placed; the running pods then stand where ``final
 
 Names, never indices: a plan refers to gangs by ``namespace/name``, pods by name, so it can
 be written to a file (``kind: MovePlan``), read back and checked by
-:func:`gangplan.solver.verify_moves.verify_moves` against the instance it was made for.
+:func:`gangplan.solver.judges.verify_moves.verify_moves` against the instance it was made for.
 """
 
 from __future__ import annotations

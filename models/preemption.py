@@ -1,6 +1,6 @@
 """Who may evict whom: the rules of preemption, as data of one snapshot.
 
-Every judge of a plan reads them here — the verifier (``solver/verify_evictions.py``), the
+Every judge of a plan reads them here — the verifier (``solver/judges/verify_evictions.py``), the
 score, the CP-SAT model and the baselines' greedy preemption — as every judge reads what a
 toleration tolerates from :class:`~gangplan.models.snapshot.Toleration`: they are the
 definition, not a placer's choice (``docs/design.md``, "Evictions and moves").

@@ -8,9 +8,9 @@ are expected to finish before the reservation's start — EASY backfilling (Lifk
 SP scheduling system", JSSPP 1995; Mu'alem and Feitelson, "Utilization, predictability,
 workloads, and user runtime estimates in scheduling the IBM SP2 with backfilling", IEEE
 TPDS 12(6), 2001), as Slurm's backfill scheduler does. Which domain, and the held amounts,
-are chosen by :mod:`gangplan.solver.reservation`; this module only says what a reservation
+are chosen by :mod:`gangplan.solver.cycle.reservations`; this module only says what a reservation
 is and what it allows, so that every judge of a plan — the verifier
-(``solver/verify_reservations.py``), the CP-SAT model and the baselines — reads the same
+(``solver/judges/verify_reservations.py``), the CP-SAT model and the baselines — reads the same
 rule, as they read who may evict whom from :mod:`gangplan.models.preemption`.
 
 **The rule.** For a reservation R starting at T (None: unknown) and a node n it holds
@@ -27,7 +27,7 @@ duration d (``Gang.expected_duration_s``) with now + d <= T. Without declared du
 nothing is backfilled onto held capacity: the held nodes drain until the gang fits. Amounts
 are node totals (milli-CPU, bytes, milli-GPU, NIC milli-units), not device ids.
 
-Reservations never share a node (:mod:`gangplan.solver.reservation` gives each node to one
+Reservations never share a node (:mod:`gangplan.solver.cycle.reservations` gives each node to one
 reservation), so each node's rule stands alone.
 """
 

@@ -7,15 +7,15 @@ recorded under its name in :attr:`Budget.parts`:
 
 ``context``
     snapshot indexing: the topology, fair shares, node index, FGD's workload and the first
-    :class:`~gangplan.solver.state.ClusterState`;
+    :class:`~gangplan.solver.placers.state.ClusterState`;
 ``reservations``
-    the reservation step (reservations on only: :mod:`gangplan.solver.reservation`; wall
+    the reservation step (reservations on only: :mod:`gangplan.solver.cycle.reservations`; wall
     time only, its work is not counted in deterministic mode);
 ``baseline.NAME``
-    each baseline placer, cheapest first (:data:`~gangplan.solver.baselines.EXPECTED_COST`);
+    each baseline placer, cheapest first (:data:`~gangplan.solver.placers.baselines.EXPECTED_COST`);
     a baseline whose predicted cost does not fit what is left is skipped, and the notes say so;
 ``restarts``
-    FGD's restarts, where FGD leads the baselines (:mod:`gangplan.solver.restarts`);
+    FGD's restarts, where FGD leads the baselines (:mod:`gangplan.solver.placers.restarts`);
 ``check``
     scoring and verifying the baselines' plans and CP-SAT's;
 ``model``, ``search``, ``plan``
@@ -23,7 +23,7 @@ recorded under its name in :attr:`Budget.parts`:
     search, and turning counts into pods (inside :func:`~gangplan.solver.model.builder.
     solve_model`);
 ``polish``
-    the locality polish of CP-SAT's plan (:mod:`gangplan.solver.polish`; only where gangs
+    the locality polish of CP-SAT's plan (:mod:`gangplan.solver.cycle.polish`; only where gangs
     of several pods are pending);
 ``reasons``
     a reason for every pending gang.

@@ -1,6 +1,6 @@
 """What one scheduling cycle knows, built once and handed to every placer, the model and the
 reasons: the snapshot, its topology, the queues' fair shares, the node index, FGD's target
-workload, and fresh :class:`~gangplan.solver.state.ClusterState` copies.
+workload, and fresh :class:`~gangplan.solver.placers.state.ClusterState` copies.
 
 Nothing here outlives the cycle: a long-running loop builds one context per snapshot, and
 every cache a placer or the model fills lives in the context or in a state it handed out.
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from gangplan.models import Snapshot
 from gangplan.solver.budget import WorkMeter
-from gangplan.solver.fairness import FairShares, fair_shares
-from gangplan.solver.fragmentation import Workload
-from gangplan.solver.state import ClusterState
+from gangplan.solver.judges.fairness import FairShares, fair_shares
+from gangplan.solver.judges.fragmentation import Workload
+from gangplan.solver.placers.state import ClusterState
 from gangplan.topology import Topology, build_topology
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class CycleContext:
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """what placers derive from the snapshot and topology alone, once per cycle (by name)"""
     indexed: bool = True
-    """placers answer from node classes (:mod:`gangplan.solver.ranking`); False: by scanning
+    """placers answer from node classes (:mod:`gangplan.solver.placers.ranking`); False: by scanning
     every node, the reference the tests compare with"""
     moves: MoveSpec | None = None
     """running gangs that may move, and the budget (``gangplan replan``,

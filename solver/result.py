@@ -14,7 +14,7 @@ from gangplan.models import (
     PodPlacement,
     Snapshot,
 )
-from gangplan.solver.score import Score
+from gangplan.solver.judges.score import Score
 
 __all__ = ["MAX_SEED", "CycleResult", "CycleStatus", "SolverConfig", "assemble_plan", "cpsat_seed"]
 

@@ -12,7 +12,7 @@ against :data:`MAY_IMPORT` and :data:`NEVER_IMPORT`:
 * ``models``, ``topology`` and ``solver`` import no Kubernetes client, YAML, click, rich
   or matplotlib (no Kubernetes and no files below ``adapters``); ``models`` no OR-Tools
   or networkx; ``topology`` no OR-Tools;
-* the independent judges, ``solver/verify.py`` and ``solver/score.py``, import neither
+* the independent judges, ``solver/judges/verify.py`` and ``solver/judges/score.py``, import neither
   OR-Tools nor the model builder (``gangplan.solver.model``).
 
 The checker itself is tested on synthetic sources with a planted upward import of each
@@ -48,7 +48,8 @@ NEVER_IMPORT: dict[str, frozenset[str]] = {
 }
 """Third-party top-level packages each layer must not import"""
 
-JUDGES = frozenset({"gangplan.solver.verify", "gangplan.solver.score"})
+JUDGES = "gangplan.solver.judges"
+"""The room of the independent judges: every module under it"""
 JUDGES_NEVER = ("ortools", "gangplan.solver.model")
 
 
@@ -111,7 +112,7 @@ def upward_imports(module: str, source: str, *, is_package: bool = False) -> lis
                 why = f"{layer} may import {allowed}"
         elif parts[0] in NEVER_IMPORT[layer]:
             why = f"{layer} must not import {parts[0]}"
-        if why is None and module in JUDGES:
+        if why is None and (module == JUDGES or module.startswith(JUDGES + ".")):
             hit = next((j for j in JUDGES_NEVER if name == j or name.startswith(j + ".")), None)
             if hit is not None:
                 why = f"the independent judges import neither OR-Tools nor the model ({hit})"
@@ -141,8 +142,8 @@ def test_every_layer_is_found() -> None:
     for module in (
         "gangplan.models.snapshot",
         "gangplan.topology.graph",
-        "gangplan.solver.verify",
-        "gangplan.solver.score",
+        "gangplan.solver.judges.verify",
+        "gangplan.solver.judges.score",
         "gangplan.adapters.cli.common",
     ):
         assert module in names
@@ -164,7 +165,7 @@ def test_no_import_runs_upward(module: str, path: Path) -> None:
         # a relative import out of solver/ into adapters/ (from solver/model/x.py)
         ("gangplan.solver.model.builder", "from ...adapters import render\n", True),
         # Kubernetes in the solver; YAML in models; networkx in models
-        ("gangplan.solver.cycle", "import kubernetes.client as k8s\n", True),
+        ("gangplan.solver.cycle.pipeline", "import kubernetes.client as k8s\n", True),
         ("gangplan.models.instance", "def load():\n    import yaml\n", True),
         ("gangplan.models.snapshot", "from networkx import DiGraph\n", True),
         # an import by name, as a string
@@ -175,8 +176,13 @@ def test_no_import_runs_upward(module: str, path: Path) -> None:
         ),
         ("gangplan.topology.graph", "__import__('gangplan.adapters.cli')\n", True),
         # the judges and the model builder
-        ("gangplan.solver.verify", "from gangplan.solver.model.builder import build\n", True),
-        ("gangplan.solver.score", "import ortools.sat.python.cp_model\n", True),
+        (
+            "gangplan.solver.judges.verify",
+            "from gangplan.solver.model.builder import build\n",
+            True,
+        ),
+        ("gangplan.solver.judges.score", "import ortools.sat.python.cp_model\n", True),
+        ("gangplan.solver.judges.metrics", "from gangplan.solver.model import variables\n", True),
         # package data is not code; a name that is no layer
         ("gangplan.adapters.files", "import gangplan.instances\n", True),
         ("gangplan.adapters.files", "from gangplan.tests import conftest\n", True),
@@ -187,7 +193,11 @@ def test_no_import_runs_upward(module: str, path: Path) -> None:
             "from gangplan.models import Snapshot\nimport networkx\n",
             False,
         ),
-        ("gangplan.solver.cycle", "from .baselines import greedy\nimport ortools\n", False),
+        (
+            "gangplan.solver.cycle.pipeline",
+            "from .baselines import greedy\nimport ortools\n",
+            False,
+        ),
         ("gangplan.solver.model.builder", "from .. import verify\n", False),
         ("gangplan.adapters.kube.read", "import kubernetes\nimport yaml\n", False),
     ],

@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass
 
 from gangplan.models import GPU_MILLI, Gang, Plan, Snapshot, format_quantity
-from gangplan.solver.baselines import BASELINES
 from gangplan.solver.cycle import run_baseline, solve_cycle
+from gangplan.solver.judges.verify import verify
+from gangplan.solver.placers.baselines import BASELINES
 from gangplan.solver.result import SolverConfig
-from gangplan.solver.verify import verify
 
 __all__ = [
     "HIGH",

@@ -193,7 +193,7 @@ def openb_rows(
     )
     from gangplan.adapters.bench.suites import OPENB_NODES, OPENB_PODS
     from gangplan.adapters.traces.alibaba import QUEUE, read_openb_nodes, read_openb_pods
-    from gangplan.solver.one_pod import one_pod_placer
+    from gangplan.solver.placers.one_pod import one_pod_placer
 
     nodes_csv, pods_csv = data / OPENB_NODES, data / OPENB_PODS
     if not nodes_csv.is_file() or not pods_csv.is_file():

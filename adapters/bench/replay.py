@@ -13,14 +13,14 @@ github.com/hkust-adsl/kubernetes-scheduler-simulator):
    ``gpu_milli`` for a share, 1000 per GPU otherwise, 0 for a CPU-only pod. (If the list
    alone asked more than the target, it would be cut at the first pod past it.)
 3. **Placement.** Each pod is placed as it arrives, on one cluster state for the whole
-   replay (:class:`~gangplan.solver.state.ClusterState`; placing a pod changes one node,
+   replay (:class:`~gangplan.solver.placers.state.ClusterState`; placing a pod changes one node,
    nothing is rebuilt); a pod that fits nowhere is counted and dropped. Capacity counts
    CPU, memory, GPUs and GPU models (``gpu_spec``), as the simulator's filters do.
 4. **Measure.** GPUs allocated = allocated milli-GPU / 1000; the report gives the share of
    the cluster's GPUs allocated when the arrived demand first reaches 100% of them, and at
    the end (130%), and the curve of allocated against arrived (one point per percent).
 
-Placers, one pod at a time (:mod:`gangplan.solver.one_pod`, the code each baseline runs for
+Placers, one pod at a time (:mod:`gangplan.solver.placers.one_pod`, the code each baseline runs for
 a gang of one pod; ``tests/adapters/bench/test_replay.py`` checks each against the baseline
 run on a snapshot):
 
@@ -29,11 +29,12 @@ run on a snapshot):
     asks of (used + request) / allocatable), ties to the first in node order; the share goes
     to the device with the least free milli-GPU that holds it.
 ``topology-fit``
-    Kueue BestFit as :func:`~gangplan.solver.topology_fit.topology_fit` implements it: for one
+    Kueue BestFit as :func:`~gangplan.solver.placers.topology_fit.topology_fit` implements it: for
+    one
     pod the lowest level is the node, and the node with the least room (pods of this shape
     it can still hold, counted up to 64) that holds it, ties by name.
 ``fgd``
-    :mod:`gangplan.solver.fgd`, measured against the pod list's distribution of shapes
+    :mod:`gangplan.solver.placers.fgd`, measured against the pod list's distribution of shapes
     (every pod of the list, CPU-only pods included, the most frequent shapes covering
     ``popularity`` = 95% of them, as the paper's runs set ``podPopularityThreshold``).
 ``cpsat``
@@ -80,9 +81,9 @@ from gangplan.models import (
     format_quantity,
 )
 from gangplan.models.quantity import CPU, MEMORY
-from gangplan.solver.fragmentation import PodShape, Workload
-from gangplan.solver.one_pod import one_pod_placer
-from gangplan.solver.state import ClusterState, DeviceChoice
+from gangplan.solver.judges.fragmentation import PodShape, Workload
+from gangplan.solver.placers.one_pod import one_pod_placer
+from gangplan.solver.placers.state import ClusterState, DeviceChoice
 from gangplan.topology import build_topology
 
 __all__ = [
@@ -123,7 +124,7 @@ class ReplayConfig:
     ``node_order``: ``file`` (the node list's order) or ``shuffle`` (a seeded permutation,
     as the paper's runs): score ties go to the first node in this order.
     ``popularity``: share of the list's pods whose shapes make FGD's workload (0.95).
-    ``quantize``: FGD compares the simulator's integer score (:mod:`gangplan.solver.fgd`).
+    ``quantize``: FGD compares the simulator's integer score (:mod:`gangplan.solver.placers.fgd`).
     ``limit``: only the first ``limit`` pods of the list (by arrival order), for short runs.
     ``batch`` / ``time_limit_s`` / ``workers``: the CP-SAT cycles (pods per cycle, CP-SAT
     seconds per cycle, search workers).
@@ -280,7 +281,7 @@ def arrivals(
 
 class ReplayCluster:
     """One snapshot of the nodes (no pods), its topology, and one
-    :class:`~gangplan.solver.state.ClusterState` for the whole replay.
+    :class:`~gangplan.solver.placers.state.ClusterState` for the whole replay.
 
     Each distinct pod (requests and accepted GPU models) becomes one gang of one pod, built
     once and reused; placing a pod updates only its node.

@@ -194,7 +194,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("max_gap", "largest gap of any tier", "%", _solve("max_gap"), "gap"),
     Metric("open_tiers", "tiers not proven optimal", "tiers", _solve("open_tiers"), "count"),
 )
-"""Every per-run metric, in report order (definitions: :mod:`gangplan.solver.metrics`)."""
+"""Every per-run metric, in report order (definitions: :mod:`gangplan.solver.judges.metrics`)."""
 
 
 # --------------------------------------------------------------------------- formatting
@@ -704,7 +704,7 @@ def _definitions() -> list[str]:
     out = [
         "## Definitions",
         "",
-        "From `solver/metrics.py` (its docstring defines each in full, with sources).",
+        "From `solver/judges/metrics.py` (its docstring defines each in full, with sources).",
         "",
     ]
     text = {

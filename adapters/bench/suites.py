@@ -2,11 +2,11 @@
 
 A suite (:data:`SUITES`) lists instances, generated in-process and never written to the
 repository, and CP-SAT's time limits. For each instance, each baseline of
-:data:`~gangplan.solver.baselines.BASELINES` (``greedy``, ``topology-fit``, ``fgd``) runs
+:data:`~gangplan.solver.placers.baselines.BASELINES` (``greedy``, ``topology-fit``, ``fgd``) runs
 once (:func:`~gangplan.solver.cycle.run_baseline`), then CP-SAT once per time limit
 (:func:`~gangplan.solver.cycle.solve_cycle`, which runs the baselines again for its
 incumbent: its wall time includes them). Every plan is checked by the independent verifier
-and measured by :func:`~gangplan.solver.metrics.plan_metrics`. The standard and large
+and measured by :func:`~gangplan.solver.judges.metrics.plan_metrics`. The standard and large
 suites end with the Alibaba replay (:mod:`gangplan.adapters.bench.replay`).
 
 Suites (fat-trees of 8-GPU ``hgx8`` nodes from
@@ -54,9 +54,9 @@ from rich.progress import (
 )
 
 from gangplan.models import GPU_MILLI, Snapshot
-from gangplan.solver.baselines import BASELINES
-from gangplan.solver.metrics import PlanMetrics, plan_metrics
-from gangplan.solver.score import Score
+from gangplan.solver.judges.metrics import PlanMetrics, plan_metrics
+from gangplan.solver.judges.score import Score
+from gangplan.solver.placers.baselines import BASELINES
 from gangplan.topology import build_topology
 
 __all__ = [
@@ -414,9 +414,9 @@ def _run_one(
     deterministic: bool = False,
 ) -> Run:
     from gangplan.solver.cycle import run_baseline, solve_cycle
-    from gangplan.solver.fairness import fair_shares
+    from gangplan.solver.judges.fairness import fair_shares
+    from gangplan.solver.judges.verify import verify
     from gangplan.solver.result import SolverConfig
-    from gangplan.solver.verify import verify
 
     if limit is not None:
         # OR-Tools is loaded once per process (about 2 s on a loaded 2-core machine), as

@@ -78,7 +78,7 @@ def frontier_lines(result: object) -> list[str]:
 def _against(base: object, score: object, level: str = "leaf", weight: int = 1) -> str:
     """``score``'s first entry that differs from ``base``'s, in a person's units
     (:func:`_entry`), or ``same``."""
-    from gangplan.solver.score import Score
+    from gangplan.solver.judges.score import Score
 
     if not isinstance(base, Score) or not isinstance(score, Score) or base is score:
         return "-"

@@ -252,7 +252,7 @@ def refuse_unverified(snapshot: Snapshot, plan: Plan, placer: str) -> None:
     Raises:
         click.ClickException: the first violations, and what to run instead.
     """
-    from gangplan.solver.verify import verify as run_verify
+    from gangplan.solver.judges.verify import verify as run_verify
 
     violations = run_verify(snapshot, plan)
     if violations:
@@ -305,8 +305,8 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
     """Check PLAN against every hard constraint of INSTANCE (default: the embedded default
     instance); print the violations and the score (exit 1 if any violation)."""
     from gangplan.adapters.render import evicted_by_class, score_lines
-    from gangplan.solver.score import score
-    from gangplan.solver.verify import verify as run_verify
+    from gangplan.solver.judges.score import score
+    from gangplan.solver.judges.verify import verify as run_verify
     from gangplan.topology import build_topology
 
     if len(paths) not in (1, 2):

@@ -50,7 +50,7 @@ from gangplan.adapters.serve.snapshot import ANN_PLAN, Built, LiveSnapshot, Sele
 from gangplan.adapters.serve.status import Recorder
 from gangplan.models import GPU_MILLI, Plan, Snapshot
 from gangplan.solver.cycle import solve_cycle
-from gangplan.solver.fairness import PPM, fair_ceiling, fair_shares
+from gangplan.solver.judges.fairness import PPM, fair_ceiling, fair_shares
 from gangplan.solver.result import SolverConfig
 
 __all__ = ["CycleReport", "Elector", "ServeLoop", "watched_kinds"]
@@ -360,7 +360,7 @@ class ServeLoop:
             self.applier.take_back(flight, pods)
 
     def _solve(self, snap: Snapshot, report: CycleReport) -> Plan | None:
-        from gangplan.solver.verify import verify
+        from gangplan.solver.judges.verify import verify
 
         if not snap.gangs:
             return None
@@ -532,7 +532,8 @@ class ServeLoop:
         """``gangplan_queue_placeable_gpus``: per queue, the GPUs free after this cycle's
         plan on the nodes its pending gangs may use (all schedulable nodes when it has none),
         within its max and within its fair target: the GPU share it would be filled to if it
-        asked for more (:func:`gangplan.solver.fairness.fair_ceiling`) less the share it holds
+        asked for more (:func:`gangplan.solver.judges.fairness.fair_ceiling`) less the share it
+        holds
         after the plan."""
         gpu = snap.gpu
         fs = fair_shares(snap)

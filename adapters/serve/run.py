@@ -26,8 +26,8 @@ from gangplan.adapters.serve.config import ServeConfig
 from gangplan.adapters.serve.leader import LeaseElector
 from gangplan.adapters.serve.loop import CycleReport, Elector, ServeLoop
 from gangplan.models import Plan
+from gangplan.solver.judges.verify import check_outcomes, verify
 from gangplan.solver.result import assemble_plan
-from gangplan.solver.verify import check_outcomes, verify
 
 __all__ = ["NotSynced", "PlanRefused", "apply_plan", "make_loop", "serve", "start_http"]
 
@@ -186,7 +186,7 @@ def apply_plan(api: KubeApi, config: ServeConfig, plan: Plan) -> tuple[ServeLoop
     Raises:
         NotSynced: a watched kind could not be listed (nothing is sent then).
         PlanRefused: the plan's own inconsistencies (:func:`check_outcomes
-            <gangplan.solver.verify.check_outcomes>`: e.g. a pending gang with pods, pods
+            <gangplan.solver.judges.verify.check_outcomes>`: e.g. a pending gang with pods, pods
             without an outcome), or the verifier's violations on the live snapshot (nothing
             is sent then).
     """

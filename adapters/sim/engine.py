@@ -65,9 +65,9 @@ from gangplan.models import (
     Snapshot,
     growth_gang,
 )
-from gangplan.solver.fairness import fair_shares
-from gangplan.solver.metrics import jain_index
-from gangplan.solver.verify import verify
+from gangplan.solver.judges.fairness import fair_shares
+from gangplan.solver.judges.metrics import jain_index
+from gangplan.solver.judges.verify import verify
 
 __all__ = [
     "CycleRecord",
@@ -95,11 +95,11 @@ class SimConfig:
     sweep axis of the options below it. ``slowdown``: the spread slowdown (off by default).
     ``time_limit_s`` / ``workers`` / ``deterministic`` / ``deterministic_time``: CP-SAT per
     cycle. ``jitter_s``: arrival jitter (0: off). ``verify``: check every plan with
-    :func:`gangplan.solver.verify.verify`. ``validate_snapshots``: build every cycle's
+    :func:`gangplan.solver.judges.verify.verify`. ``validate_snapshots``: build every cycle's
     snapshot with full validation. ``skip_unchanged``: skip ticks without change.
     ``horizon_s``: stop at this simulated time (None: when everything has run).
     ``reserve_after_s``: reservations with backfill for gangs pending longer than this
-    (:mod:`gangplan.solver.reservation`; None: off). ``estimates``: what jobs declare as
+    (:mod:`gangplan.solver.cycle.reservations`; None: off). ``estimates``: what jobs declare as
     their expected duration — ``none`` (nothing: the traces record no estimate, so nothing
     is backfilled onto held capacity) or ``exact`` (the trace duration, a perfect estimate:
     an upper bound on what backfilling can do). ``elastic``: multi-GPU jobs are elastic
@@ -193,7 +193,7 @@ class CycleRecord:
 @dataclass(frozen=True)
 class ShareSample:
     """A queue's dominant share after a cycle against its fair target there (ppm, from
-    :func:`gangplan.solver.fairness.fair_shares` on the cycle's snapshot): only queues with
+    :func:`gangplan.solver.judges.fairness.fair_shares` on the cycle's snapshot): only queues with
     pending demand have a target."""
 
     time: float

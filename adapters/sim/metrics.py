@@ -14,10 +14,10 @@ sorted values x_0..x_{n-1}, the p-th percentile is x at the fractional rank
   completion, the makespan).
 * **Makespan**: last completion - first arrival (s).
 * **Fairness**, sampled after each cycle: each queue's dominant share (allocation) against
-  its fair target (:func:`gangplan.solver.fairness.fair_shares` on the cycle's snapshot;
+  its fair target (:func:`gangplan.solver.judges.fairness.fair_shares` on the cycle's snapshot;
   only queues with pending demand have one); per queue the mean and lowest of
   allocation / target over its samples; Jain's index over the queues of positive target
-  (:func:`gangplan.solver.metrics.jain_index`; Jain, Chiu and Hawe, DEC-TR-301, 1984), its
+  (:func:`gangplan.solver.judges.metrics.jain_index`; Jain, Chiu and Hawe, DEC-TR-301, 1984), its
   mean and lowest over the cycles that had two or more such queues.
 * **Longest wait**: the started job that waited longest (name, queue, GPUs, seconds), and
   the jobs that never started; per gang-size class, the longest wait of its started jobs

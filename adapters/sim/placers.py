@@ -41,7 +41,7 @@ class CycleInput:
 
 class Placer(Protocol):
     """Plans one cycle. Must return a plan for ``cycle.snapshot`` (the simulator binds its
-    admitted gangs and, when asked, checks it with :func:`gangplan.solver.verify.verify`)."""
+    admitted gangs and, when asked, checks it with :func:`gangplan.solver.judges.verify.verify`)."""
 
     name: str
 

@@ -441,7 +441,8 @@ def _settings(runs: Sequence[Run]) -> list[str]:
             f"efficiency model {EFFICIENCY}"
         )
     lines.append(
-        f"- plans verified by `gangplan.solver.verify` every cycle: {'yes' if c.verify else 'no'}"
+        "- plans verified by `gangplan.solver.judges.verify` every cycle: "
+        f"{'yes' if c.verify else 'no'}"
     )
     return [*lines, ""]
 
@@ -559,7 +560,7 @@ def _definitions() -> list[str]:
         "the arrival window (first to last arrival) and over the whole run (first arrival to "
         "the last completion). Makespan: last completion - first arrival.",
         "- Fairness: after each cycle, each queue with pending demand: its dominant share "
-        "(DRF) against its fair target from `gangplan.solver.fairness.fair_shares` on the "
+        "(DRF) against its fair target from `gangplan.solver.judges.fairness.fair_shares` on the "
         "cycle's snapshot; Jain's index over the queues of positive target (cycles with two "
         "or more).",
         "- Cycle wall time: the placer's own time per cycle (snapshot, baselines, CP-SAT, "

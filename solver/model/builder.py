@@ -36,10 +36,10 @@ from gangplan.solver.model.indexing import Index, build_index
 from gangplan.solver.model.neighbourhood import MIN_DECISIONS as LNS_MIN_DECISIONS
 from gangplan.solver.model.neighbourhood import Neighbourhoods, Pace, StepLimits, improve
 from gangplan.solver.model.objective import PROJECT_FROM, BuildStopped, build_terms
-from gangplan.solver.model.preemption import after_state, evicted_pods, plan_evictions
 from gangplan.solver.model.variables import Solution, Variables
+from gangplan.solver.model.victims import after_state, evicted_pods, plan_evictions
+from gangplan.solver.placers.state import ClusterState
 from gangplan.solver.result import CycleStatus, SolverConfig
-from gangplan.solver.state import ClusterState
 
 __all__ = ["ModelOutcome", "build_units", "disaggregate", "solution_plan", "solve_model"]
 

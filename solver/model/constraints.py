@@ -2,7 +2,7 @@
 
 Running pods are fixed unless preemption is on: every capacity below is what the running
 pods that are no one's victim leave (``Snapshot.free``, or ``free_after`` the victims), and
-the pods victims keep (``running(u)``, :mod:`~gangplan.solver.model.preemption`) take their
+the pods victims keep (``running(u)``, :mod:`~gangplan.solver.model.victims`) take their
 share of it in the same rows.
 Coefficients are kept small: each resource is divided by the gcd of the requests that use
 it (exact), GPU shares by the gcd of share sizes and 1000. A family only reads variables
@@ -23,7 +23,7 @@ from gangplan.models import GPU_MILLI, growing_nodes
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.moves import add_moves
 from gangplan.solver.model.variables import Owner, Variables, var_bounds
-from gangplan.solver.queue_order import pod_charge, running_charge
+from gangplan.solver.placers.queue_order import pod_charge, running_charge
 
 __all__ = ["Constraints"]
 
@@ -133,8 +133,8 @@ class Constraints:
             self.m.add(sum(total) >= gang.min_size * admit)
 
     def _held_capacity(self) -> None:
-        """Held capacity of reservations (:mod:`~gangplan.solver.model.reservation`)."""
-        from gangplan.solver.model.reservation import add_held_capacity
+        """Held capacity of reservations (:mod:`~gangplan.solver.model.holds`)."""
+        from gangplan.solver.model.holds import add_held_capacity
 
         add_held_capacity(self.m, self.ix, self.v)
 
@@ -420,7 +420,7 @@ class Constraints:
 
     def _queue_max(self) -> None:
         """A queue's running usage plus what the cycle admits stays within its max, in the
-        resources the admitted pods ask (:mod:`gangplan.solver.queue_order`: a pod asking
+        resources the admitted pods ask (:mod:`gangplan.solver.placers.queue_order`: a pod asking
         none of ``r`` is not held to ``max[r]``; a model-specific GPU resource counts the
         GPUs of the pods it maps to):
         ``Σ_{i of q, c_i[r] > 0} c_i[r]·placed(i) ≤ max[q,r] − running[q,r]``, and where the

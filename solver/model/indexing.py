@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 
 from gangplan.models import GPU_MILLI, Gang, Plan, PodPlacement, Role, Snapshot, growing_nodes
 from gangplan.solver.context import CycleContext
-from gangplan.solver.model.preemption import Victims, find_victims
+from gangplan.solver.model.victims import Victims, find_victims
+from gangplan.solver.placers.state import ClusterState
 from gangplan.solver.result import SolverConfig
-from gangplan.solver.state import ClusterState
 from gangplan.topology import NODE_LEVEL, Domain
 
 __all__ = ["Block", "Group", "Index", "Item", "Shape", "build_index"]
@@ -392,7 +392,7 @@ def _aggregated_blocks(
     runs or that a reservation holds, is a block of its own: the rule "no eviction for
     nothing" and held capacity count pods node by node), the nodes of one *pattern* — which static
     candidate lists (readiness, taints, selectors, affinity, GPU model, layout, required
-    domains: :meth:`~gangplan.solver.state.ClusterState.candidates`) of the items counted
+    domains: :meth:`~gangplan.solver.placers.state.ClusterState.candidates`) of the items counted
     per block hold the node — and a single-node block for each node an item counted per
     node may use.
 

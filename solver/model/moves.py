@@ -2,7 +2,7 @@
 
 A **move** evicts a whole running gang and places it anew. The replan
 (:mod:`gangplan.solver.replan`) turns every running gang that may move into a victim of
-the preemption model (its ``stay[v]`` boolean, :mod:`gangplan.solver.model.preemption`)
+the preemption model (its ``stay[v]`` boolean, :mod:`gangplan.solver.model.victims`)
 and adds a pending **copy** of it (same pods, same queue and priority); :class:`MoveSpec`
 in the cycle's context tells the model which copy belongs to which victim. Then family
 ``moves_replaced`` (:func:`add_moves`):

@@ -13,7 +13,7 @@ the constraints that define the auxiliary ones they use (a dominant share as a m
 shortfall, pods kept as a min, partly used nodes and leaves).
 
 Each term is ``expr + const`` with ``expr`` a linear expression over model variables and the
-value equal to the score's entry of the same name (:mod:`gangplan.solver.score`) for the
+value equal to the score's entry of the same name (:mod:`gangplan.solver.judges.score`) for the
 plan the solution becomes. Where an idea comes from:
 
 * fairness: weighted shortfall below fair targets from progressive filling of dominant
@@ -44,11 +44,11 @@ from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI, growing_nodes
 from gangplan.models.quantity import CPU
-from gangplan.solver.fairness import FairShares
-from gangplan.solver.fragmentation import PodShape, Workload, shape_fragmentation
+from gangplan.solver.judges.fairness import FairShares
+from gangplan.solver.judges.fragmentation import PodShape, Workload, shape_fragmentation
+from gangplan.solver.judges.score import score_names
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Variables, var_bounds
-from gangplan.solver.score import score_names
 
 __all__ = ["BuildStopped", "ObjectiveTerm", "build_terms"]
 
@@ -102,7 +102,7 @@ def build_terms(
     after_each: Callable[[str, float], None] | None = None,
     max_variables: int | None = None,
 ) -> list[ObjectiveTerm]:
-    """Every entry of :func:`~gangplan.solver.score.score_names`, in order.
+    """Every entry of :func:`~gangplan.solver.judges.score.score_names`, in order.
 
     ``after_each``: called with each group of terms' name and the share of it built so far
     (1.0 once it is built; a long group calls it as it goes), so the builder can stop a
@@ -396,7 +396,7 @@ def _measure(
     cpu: int,
     frees: tuple[int, ...],
 ) -> int:
-    """``Σ_m w_m F_n(m)`` (:func:`~gangplan.solver.fragmentation.shape_fragmentation`) of a
+    """``Σ_m w_m F_n(m)`` (:func:`~gangplan.solver.judges.fragmentation.shape_fragmentation`) of a
     node of ``gpu_model`` with ``cpu`` milli-CPU and ``frees`` (sorted) milli-GPU free: a
     function of these alone, so computed once per distinct state in ``memo`` — nodes fall
     into few such states, and each node under :meth:`_NodeFragmentation._by_taken` asks for
@@ -674,12 +674,12 @@ def _expected_fragmentation(
     max_variables: int | None = None,
 ) -> None:
     """``fragmentation.expected``: minus ``Σ_n Σ_m w_m F_n(m)`` after the plan, exactly as
-    :func:`~gangplan.solver.score.expected_fragmentation` counts it (the workload of
+    :func:`~gangplan.solver.judges.score.expected_fragmentation` counts it (the workload of
     ``Workload.of_snapshot``, weights reduced by their gcd).
 
     ``F_n(m) = T_n − fits(n, m)·A_n(g_m)``, ``T_n`` the node's free milli-GPU after the plan,
     ``A_n(g)`` the free milli of its devices with at least ``g`` free, ``fits`` "free CPU ≥
-    c_m and at least k_m such devices" (FGD's measure, ``solver/fragmentation.py``; a shape
+    c_m and at least k_m such devices" (FGD's measure, ``solver/judges/fragmentation.py``; a shape
     whose GPU models the node lacks, or that asks no GPU, has ``F_n(m) = T_n``). Per device
     that GPU shares may use and per distinct ``g``, ``frag_ge`` is reified from the device's
     free milli (known from ``share`` and ``whole``), ``frag_part`` = free × ``frag_ge``;
@@ -780,7 +780,7 @@ def _growth_spread(
     ix: Index, v: Variables, group: int, level: str, base: list[str]
 ) -> cp_model.LinearExprT:
     """A growth gang's spread at ``level``: the domains its new pods use that its running
-    pods (on ``base``) do not (the score's count, ``solver/score.py``)."""
+    pods (on ``base``) do not (the score's count, ``solver/judges/score.py``)."""
     nidx = ix.node_index
     held = {ix.domain_of_block[level][ix.block_of_node[nidx[n]]] for n in base if n in nidx}
     keys = {

@@ -72,7 +72,7 @@ from ortools.sat.python import cp_model
 
 from gangplan.models import GPU_MILLI, Eviction, PodPlacement
 from gangplan.solver.model.indexing import Index
-from gangplan.solver.model.preemption import Victims
+from gangplan.solver.model.victims import Victims
 from gangplan.topology import NODE_LEVEL
 
 __all__ = ["KINDS", "Kind", "Solution", "Variables", "var_bounds"]

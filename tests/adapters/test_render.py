@@ -28,8 +28,8 @@ from gangplan.models import (
     Snapshot,
     TierReport,
 )
+from gangplan.solver.judges.verify import verify
 from gangplan.solver.result import assemble_plan
-from gangplan.solver.verify import verify
 
 GPU = "nvidia.com/gpu"
 

@@ -15,9 +15,9 @@ import pytest
 
 from gangplan.adapters.files import load_snapshot
 from gangplan.models import GPU_MILLI, Plan, Snapshot, gang_key
-from gangplan.solver.cycle import run_baseline, solve_cycle
+from gangplan.solver.cycle.pipeline import run_baseline, solve_cycle
+from gangplan.solver.judges.verify import verify
 from gangplan.solver.result import SolverConfig
-from gangplan.solver.verify import verify
 
 CASES = Path(__file__).resolve().parents[2] / "instances" / "cases"
 CONFIG = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=10.0)

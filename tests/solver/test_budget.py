@@ -12,14 +12,14 @@ import pytest
 
 from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.models import Eviction, PodPlacement, Snapshot
-from gangplan.solver import cycle
-from gangplan.solver.baselines import BASELINES, EXPECTED_COST, first_baseline
 from gangplan.solver.budget import Budget
 from gangplan.solver.context import CycleContext
-from gangplan.solver.cycle import solve_cycle
+from gangplan.solver.cycle import pipeline as cycle
+from gangplan.solver.cycle.pipeline import solve_cycle
+from gangplan.solver.judges.score import Score
+from gangplan.solver.judges.verify import Violation, verify
+from gangplan.solver.placers.baselines import BASELINES, EXPECTED_COST, first_baseline
 from gangplan.solver.result import CycleStatus, SolverConfig
-from gangplan.solver.score import Score
-from gangplan.solver.verify import Violation, verify
 
 
 def _instance(seed: int = 3) -> Snapshot:
@@ -159,7 +159,7 @@ def test_the_first_baseline_is_the_one_likely_best() -> None:
     """fgd where a pending pod asks a GPU share, topology-fit where a multi-pod gang prefers
     or requires a level, else greedy (the cheapest)."""
     from gangplan.models import load_instance
-    from gangplan.solver.baselines import first_baseline
+    from gangplan.solver.placers.baselines import first_baseline
 
     GPU = "nvidia.com/gpu"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.solver.context import CycleContext
-from gangplan.solver.state import ClusterState
+from gangplan.solver.placers.state import ClusterState
 
 
 def _free(state: ClusterState) -> dict[str, tuple[object, ...]]:
@@ -50,7 +50,7 @@ def test_the_cycles_states_are_freed_by_reference_counting_when_it_ends() -> Non
     import gc
     import weakref
 
-    from gangplan.solver.cycle import solve_cycle
+    from gangplan.solver.cycle.pipeline import solve_cycle
     from gangplan.solver.result import SolverConfig
 
     snapshot = generate_fat_tree(spines=2, leaves_per_spine=2, nodes_per_leaf=4, load=0.5, seed=1)

@@ -14,9 +14,9 @@ from types import ModuleType
 from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.models import Snapshot
 from gangplan.solver.context import CycleContext
-from gangplan.solver.cycle import run_baseline, solve_cycle
-from gangplan.solver.fragmentation import Workload
-from gangplan.solver.one_pod import one_pod_placer
+from gangplan.solver.cycle.pipeline import run_baseline, solve_cycle
+from gangplan.solver.judges.fragmentation import Workload
+from gangplan.solver.placers.one_pod import one_pod_placer
 from gangplan.solver.result import SolverConfig
 
 CONTAINERS = (dict, list, set, bytearray)

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from gangplan.models import PodPlacement, Snapshot, load_instance
-from gangplan.solver.baselines import BASELINES
-from gangplan.solver.cycle import run_baseline, solve_cycle
+from gangplan.solver.cycle.pipeline import run_baseline, solve_cycle
+from gangplan.solver.judges.verify import verify
+from gangplan.solver.placers.baselines import BASELINES
 from gangplan.solver.result import SolverConfig, assemble_plan
-from gangplan.solver.verify import verify
 
 API = {"apiVersion": "gangplan.io/v1alpha1", "kind": "Instance"}
 GPU = "nvidia.com/gpu"

@@ -28,10 +28,10 @@ from gangplan.adapters.bench.suites import (
 )
 from gangplan.adapters.cli import main
 from gangplan.adapters.files import load_snapshot
-from gangplan.solver.baselines import BASELINES
-from gangplan.solver.metrics import plan_metrics
+from gangplan.solver.judges.metrics import plan_metrics
+from gangplan.solver.judges.score import Score, score
+from gangplan.solver.placers.baselines import BASELINES
 from gangplan.solver.result import assemble_plan
-from gangplan.solver.score import Score, score
 
 INSTANCES = ("default", "fat-tree-64-load50")
 PLACERS = (*BASELINES, "cpsat@1s")

@@ -35,9 +35,9 @@ from gangplan.adapters.bench.replay import (
 from gangplan.adapters.cli import main
 from gangplan.adapters.traces.alibaba import OpenbPod, read_openb_nodes, read_openb_pods
 from gangplan.models import Gang, RunningPod, Snapshot, format_quantity
-from gangplan.solver.baselines import BASELINES
 from gangplan.solver.context import CycleContext
-from gangplan.solver.one_pod import one_pod_placer
+from gangplan.solver.placers.baselines import BASELINES
+from gangplan.solver.placers.one_pod import one_pod_placer
 
 ROOT = Path(__file__).resolve().parents[3]
 # $GANGPLAN_SHARED_DATA, else the first shared/data beside the repository or above it

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from gangplan.adapters.cli import main
 from gangplan.models import MovePlan, load_instance
-from gangplan.solver.verify_moves import verify_moves
+from gangplan.solver.judges.verify_moves import verify_moves
 
 GPU = "nvidia.com/gpu"
 

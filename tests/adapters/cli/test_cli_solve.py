@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from gangplan.adapters.cli import main
 from gangplan.adapters.files import load_plan, load_snapshot
-from gangplan.solver.verify import verify
+from gangplan.solver.judges.verify import verify
 
 
 def test_solve_writes_a_plan_that_verifies(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ Queues, a Kueue Topology, a running pod on 2 GPUs of h100-a1, and pending: a Vol
 (launcher + 2 eight-GPU workers, SamePCIe), a scheduler-plugins gang (3 one-GPU pods, at
 least 2), a notebook with a sidecar, a pod whose PodGroup is missing, a finished pod.
 
-The plan comes from the CP-SAT cycle (``gangplan.solver.cycle.solve_cycle``); every Binding
+The plan comes from the CP-SAT cycle (``gangplan.solver.cycle.pipeline.solve_cycle``); every Binding
 is validated against the Kubernetes 1.37 OpenAPI schema with ``kubernetes-validate``, and
 the plan passes the independent verifier.
 """
@@ -38,9 +38,9 @@ from gangplan.adapters.kube.bindings import (
 from gangplan.adapters.kube.read import KubeOptions, KubeRead, read_kube
 from gangplan.adapters.kube.summary import REASON_GROUP_MISSING, REASON_POD_FINISHED
 from gangplan.models import Plan, Snapshot
-from gangplan.solver.cycle import solve_cycle
+from gangplan.solver.cycle.pipeline import solve_cycle
+from gangplan.solver.judges.verify import verify
 from gangplan.solver.result import SolverConfig
-from gangplan.solver.verify import verify
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "k8s" / "small-cluster.yaml"
 GI = 2**30

@@ -162,7 +162,7 @@ def test_the_documented_script_evicts_nominates_waits_then_binds(tmp_path: Path)
         dump_bindings,
         eviction_documents,
     )
-    from gangplan.solver.cycle import solve_cycle
+    from gangplan.solver.cycle.pipeline import solve_cycle
     from gangplan.solver.result import SolverConfig
 
     case = Path(__file__).resolve().parents[3] / "instances" / "cases" / "11-preempt-idle-node.yaml"

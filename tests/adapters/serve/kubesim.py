@@ -27,7 +27,7 @@ from gangplan.adapters.serve.api import KINDS
 from gangplan.adapters.serve.clock import FakeClock, parse_time, rfc3339
 from gangplan.adapters.serve.memory import InMemoryApi
 from gangplan.models import Plan, PodPlacement
-from gangplan.solver.verify import verify
+from gangplan.solver.judges.verify import verify
 
 PODS, NODES = KINDS["pods"], KINDS["nodes"]
 GPU = "nvidia.com/gpu"

@@ -5,7 +5,7 @@ warm-up to the end (tracemalloc, the loop's own allocations: the in-memory API a
 simulators are left out); every admitted gang ends fully bound; the final state passes the
 verifier. The p99 cycle time is reported (printed), not asserted.
 
-Found by this soak, outside this room: ``solver/state.py`` memoises role shapes in a module
+Found by this soak, outside this room: ``solver/placers/state.py`` memoises role shapes in a module
 dict keyed by ``id(role)`` (``_SHAPE_KEYS``), which grows by every role of every cycle and
 keeps the roles alive. It is emptied before each measurement (so the loop's own memory is
 what is measured) and its size is printed, for the solver's owners."""
@@ -43,7 +43,7 @@ def _loop_bytes(snap: tracemalloc.Snapshot) -> int:
 
 def _empty_solver_memo() -> int:
     """Empty the solver's role-shape memo (module docstring); its size before."""
-    from gangplan.solver import state
+    from gangplan.solver.placers import state
 
     memo = getattr(state, "_SHAPE_KEYS", None)
     if not isinstance(memo, dict):

@@ -704,7 +704,7 @@ def test_itp_real_totals() -> None:
 
 
 def _solve(snapshot: Snapshot, placer: str) -> Plan:
-    from gangplan.solver.cycle import run_baseline, solve_cycle
+    from gangplan.solver.cycle.pipeline import run_baseline, solve_cycle
     from gangplan.solver.result import SolverConfig
 
     if placer == "cpsat":
@@ -713,7 +713,7 @@ def _solve(snapshot: Snapshot, placer: str) -> Plan:
 
 
 def _placers() -> tuple[str, ...]:
-    from gangplan.solver.cycle import PLACERS
+    from gangplan.solver.cycle.pipeline import PLACERS
 
     return tuple(PLACERS)
 
@@ -721,7 +721,7 @@ def _placers() -> tuple[str, ...]:
 @pytest.mark.slow
 @pytest.mark.parametrize("placer", _placers())
 def test_philly_window_solves_end_to_end(placer: str) -> None:
-    from gangplan.solver.verify import verify
+    from gangplan.solver.judges.verify import verify
 
     s = convert_jobs(need(PHILLY), "philly", window=(30 * 86400, 30 * 86400 + 8 * 3600)).snapshot
     plan = _solve(s, placer)
@@ -734,7 +734,7 @@ def test_philly_window_solves_end_to_end(placer: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("placer", _placers())
 def test_openb_first_pods_solve_end_to_end(placer: str) -> None:
-    from gangplan.solver.verify import verify
+    from gangplan.solver.judges.verify import verify
 
     s = convert_openb(
         need(OPENB / "openb_node_list_all_node.csv"),
