@@ -30,12 +30,15 @@ __all__ = [
     "Kind",
     "KubeApi",
     "Listing",
+    "Obj",
     "WatchEvent",
     "kind_of",
     "merge_patch",
 ]
 
 Obj = dict[str, Any]
+"""A Kubernetes object as the API server sends it: plain JSON (camelCase fields, quantities as
+strings). Every module of the live loop names objects with this one alias."""
 
 
 @dataclass(frozen=True)

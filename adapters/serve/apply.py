@@ -33,17 +33,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from gangplan.adapters.kube.bindings import DEVICE_ANNOTATION, device_allocation
-from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi
+from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi, Obj
 from gangplan.adapters.serve.ledger import ANN_PLAN, InFlight, plan_annotation
 from gangplan.adapters.serve.snapshot import GATE, HOSTNAME, PodRef
 from gangplan.models import PodPlacement, Snapshot
 
 __all__ = ["Applier", "Outcome"]
 
-Obj = dict[str, Any]
 PODS = KINDS["pods"]
 
 

@@ -22,14 +22,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
-from gangplan.adapters.serve.api import ApiError, Kind, KubeApi, WatchEvent
+from gangplan.adapters.serve.api import ApiError, Kind, KubeApi, Obj, WatchEvent
 from gangplan.adapters.serve.clock import Clock, SystemClock
 
 __all__ = ["Cache", "Informer", "InformerStats", "ObjKey", "OnChange"]
 
-Obj = dict[str, Any]
 ObjKey = tuple[str, str]
 """``(namespace, name)``; namespace ``""`` for cluster-scoped objects"""
 OnChange = Callable[[str, ObjKey, "Obj | None"], None]

@@ -18,11 +18,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from gangplan.adapters.serve.api import ApiError, Kind, Listing, WatchEvent
+from gangplan.adapters.serve.api import ApiError, Kind, Listing, Obj, WatchEvent
 
 __all__ = ["OfficialApi", "load_client"]
 
-Obj = dict[str, Any]
 _MERGE = "application/merge-patch+json"
 
 

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from gangplan.adapters.kube.topology import match_labels
-from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi
+from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi, Obj
 from gangplan.adapters.serve.apply import Applier
 
 __all__ = ["EvictOutcome", "disruptions_allowed", "evict_together"]
 
-Obj = dict[str, Any]
 PDB = KINDS["poddisruptionbudgets.policy"]
 PODS = KINDS["pods"]
 _FINISHED = ("Succeeded", "Failed")

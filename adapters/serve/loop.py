@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from gangplan.adapters.kube.options import KubeOptions
-from gangplan.adapters.serve.api import KINDS, ApiError, Kind, KubeApi
+from gangplan.adapters.serve.api import KINDS, ApiError, Kind, KubeApi, Obj
 from gangplan.adapters.serve.apply import Applier
 from gangplan.adapters.serve.cache import Cache, ObjKey
 from gangplan.adapters.serve.clock import Clock, SystemClock
@@ -56,7 +56,6 @@ from gangplan.solver.result import SolverConfig
 __all__ = ["CycleReport", "Elector", "ServeLoop", "watched_kinds"]
 
 log = logging.getLogger("gangplan.serve")
-Obj = dict[str, Any]
 PODS = KINDS["pods"]
 REJECTED = ("OutOfgpu", "UnexpectedAdmissionError")
 

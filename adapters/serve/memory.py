@@ -31,14 +31,12 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from gangplan.adapters.serve.api import KINDS, ApiError, Kind, Listing, WatchEvent, merge_patch
+from gangplan.adapters.serve.api import KINDS, ApiError, Kind, Listing, Obj, WatchEvent, merge_patch
 from gangplan.adapters.serve.clock import Clock, SystemClock, rfc3339
 
 __all__ = ["Call", "Fault", "Faults", "InMemoryApi"]
 
-Obj = dict[str, Any]
 POD = KINDS["pods"]
 PDB = KINDS["poddisruptionbudgets.policy"]
 _FINISHED = ("Succeeded", "Failed")

@@ -55,6 +55,7 @@ from gangplan.adapters.kube.queues import QueueBook, quantities
 from gangplan.adapters.kube.snapshot import Draft, SnapshotParts
 from gangplan.adapters.kube.summary import REASON_GANG_INCOMPLETE, ReadSummary
 from gangplan.adapters.kube.topology import DeviceLayouts, LevelSource
+from gangplan.adapters.serve.api import Obj
 from gangplan.adapters.serve.cache import ObjKey
 from gangplan.models import (
     GPU_MILLI,
@@ -69,7 +70,6 @@ from gangplan.models import (
 
 __all__ = ["ANN_PLAN", "GATE", "Built", "LiveSnapshot", "PodRef", "Selection", "pod_ref"]
 
-Obj = dict[str, Any]
 ANN_PLAN = "gangplan.io/plan"
 """Pod annotation: the plan of the pod's gang (:mod:`gangplan.adapters.serve.ledger`)."""
 GATE = "gangplan.io/placement"

@@ -23,12 +23,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi
+from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi, Obj
 from gangplan.adapters.serve.clock import Clock, rfc3339, rfc3339_micro
 
 __all__ = ["Recorder"]
 
-Obj = dict[str, Any]
 EVENTS = KINDS["events.events.k8s.io"]
 PODS = KINDS["pods"]
 

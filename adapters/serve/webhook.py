@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from gangplan.adapters.jsontext import loads_bounded
+from gangplan.adapters.serve.api import Obj
 from gangplan.adapters.serve.snapshot import GATE
 
 __all__ = ["MAX_BODY_BYTES", "gate_patch", "review", "serve_webhook"]
 
-Obj = dict[str, Any]
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
