@@ -13,7 +13,9 @@ against :data:`MAY_IMPORT` and :data:`NEVER_IMPORT`:
   or matplotlib (no Kubernetes and no files below ``adapters``); ``models`` no OR-Tools
   or networkx; ``topology`` no OR-Tools;
 * the independent judges, ``solver/judges/verify.py`` and ``solver/judges/score.py``, import neither
-  OR-Tools nor the model builder (``gangplan.solver.model``).
+  OR-Tools nor the model builder (``gangplan.solver.model``);
+* inside ``adapters``, the command line (``adapters/cli``) is the top: it imports the other
+  rooms (``sim``, ``bench``, ``kube``, ...), and none of them imports it.
 
 The checker itself is tested on synthetic sources with a planted upward import of each
 form (:func:`test_the_checker_catches_a_planted_upward_import`), so that a rule that
@@ -51,6 +53,13 @@ NEVER_IMPORT: dict[str, frozenset[str]] = {
 JUDGES = "gangplan.solver.judges"
 """The room of the independent judges: every module under it"""
 JUDGES_NEVER = ("ortools", "gangplan.solver.model")
+
+CLI = "gangplan.adapters.cli"
+"""The command line: only its own modules import it"""
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
 
 
 def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
@@ -116,6 +125,8 @@ def upward_imports(module: str, source: str, *, is_package: bool = False) -> lis
             hit = next((j for j in JUDGES_NEVER if name == j or name.startswith(j + ".")), None)
             if hit is not None:
                 why = f"the independent judges import neither OR-Tools nor the model ({hit})"
+        if why is None and _within(name, CLI) and not _within(module, CLI):
+            why = "no room of adapters imports the command line (adapters/cli is the top)"
         if why is not None:
             out.append(f"{module} imports {name}: {why}")
     return out
@@ -183,11 +194,18 @@ def test_no_import_runs_upward(module: str, path: Path) -> None:
         ),
         ("gangplan.solver.judges.score", "import ortools.sat.python.cp_model\n", True),
         ("gangplan.solver.judges.metrics", "from gangplan.solver.model import variables\n", True),
+        # a room of adapters reaching the command line: by name, inside a function, relative
+        ("gangplan.adapters.sim.engine", "from gangplan.adapters.cli.common import main\n", True),
+        ("gangplan.adapters.sim.report", "def f():\n    from gangplan.adapters import cli\n", True),
+        ("gangplan.adapters.sim.sweep", "from ..cli import common\n", True),
+        ("gangplan.adapters.bench.suites", "import gangplan.adapters.cli\n", True),
         # package data is not code; a name that is no layer
         ("gangplan.adapters.files", "import gangplan.instances\n", True),
         ("gangplan.adapters.files", "from gangplan.tests import conftest\n", True),
         # allowed: downward imports, imports inside the layer, relative ones that stay
         ("gangplan.adapters.cli.solve", "from gangplan.solver.cycle import PLACERS\n", False),
+        ("gangplan.adapters.cli.simulate", "from gangplan.adapters.sim import engine\n", False),
+        ("gangplan.adapters.cli", "from . import simulate\n", False),
         (
             "gangplan.topology.graph",
             "from gangplan.models import Snapshot\nimport networkx\n",
@@ -219,3 +237,19 @@ def test_relative_imports_resolve_against_the_package() -> None:
         "gangplan.solver.verify",
         "gangplan.solver.verify.v",
     ]
+
+
+def test_the_simulator_imports_nothing_of_the_command_line() -> None:
+    # the simulate command lives in adapters/cli/simulate.py; the simulator it runs, every
+    # module of adapters/sim, imports nothing of adapters/cli (it once did: a cli <-> sim cycle)
+    sim = [(m, p) for m, p in MODULES if _within(m, "gangplan.adapters.sim")]
+    assert {"gangplan.adapters.sim.engine", "gangplan.adapters.sim.report"} <= {m for m, _ in sim}
+    found = [
+        f"{module} imports {name}"
+        for module, path in sim
+        for name in imported_names(
+            module, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py"
+        )
+        if _within(name, CLI)
+    ]
+    assert found == []

@@ -12,14 +12,33 @@ imported, so a new command group is a new module imported here:
 * :mod:`~gangplan.adapters.cli.bench` — ``bench``;
 * :mod:`~gangplan.adapters.cli.replay` — ``replay alibaba``;
 * :mod:`~gangplan.adapters.cli.replan` — ``replan`` (moves in waves);
-* :mod:`gangplan.adapters.sim.cli` — ``simulate`` (the simulator's own room);
+* :mod:`~gangplan.adapters.cli.simulate` — ``simulate`` (the simulator,
+  :mod:`gangplan.adapters.sim`, imports nothing of the command line);
 * :mod:`~gangplan.adapters.cli.serve` — ``serve``, ``apply`` and ``webhook`` (the live loop).
 """
 
-from gangplan.adapters.cli import bench, convert, generate, k8s, replan, replay, serve, solve
+from gangplan.adapters.cli import (
+    bench,
+    convert,
+    generate,
+    k8s,
+    replan,
+    replay,
+    serve,
+    simulate,
+    solve,
+)
 from gangplan.adapters.cli.common import main
-from gangplan.adapters.sim.cli import simulate
 
-main.add_command(simulate)
-
-__all__ = ["bench", "convert", "generate", "k8s", "main", "replan", "replay", "serve", "solve"]
+__all__ = [
+    "bench",
+    "convert",
+    "generate",
+    "k8s",
+    "main",
+    "replan",
+    "replay",
+    "serve",
+    "simulate",
+    "solve",
+]

@@ -1,6 +1,8 @@
 """What every command of the ``gangplan`` command line shares: the root group :data:`main`,
-the one way user mistakes end (:class:`UserError`, :func:`user_errors`), and the option
-types for files to write and time limits.
+the one way user mistakes end (:class:`UserError`, :func:`user_errors`), warnings
+(:func:`echo_warnings`), and the option types for files to write, time limits, durations
+with units (:class:`Duration`: ``90``, ``5m``, ``7d``) and ``START:END`` windows
+(:data:`WINDOW`).
 
 User mistakes (a missing file, a bad field, an unknown option value) end with
 ``error: ...`` lines on stderr naming the file, the object and the field, and exit code 1 —
@@ -17,27 +19,36 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from gangplan.adapters.files import InputError, check_output, write_output
 from gangplan.adapters.kube.options import KubeInputError
-from gangplan.adapters.traces.common import Converted, instance_text
+from gangplan.adapters.traces.common import (
+    Converted,
+    instance_text,
+    parse_duration,
+    parse_window,
+)
 
 __all__ = [
     "OUTPUT",
     "SECONDS",
+    "WINDOW",
+    "Duration",
     "Finite",
     "OutputFile",
     "Seconds",
     "UserError",
+    "Window",
     "echo_warnings",
     "emit_instance",
     "fill80",
     "guard_output",
     "instance_output",
     "main",
+    "parse_seconds",
     "problems_found",
     "user_errors",
 ]
@@ -177,6 +188,79 @@ class Seconds(Finite):
 
 
 SECONDS = Seconds()
+
+
+if TYPE_CHECKING:
+    _FloatType = click.ParamType[float]
+    _WindowType = click.ParamType[tuple[float, float]]
+else:  # the older click releases pyproject accepts have no generic ParamType at run time
+    _FloatType = _WindowType = click.ParamType
+
+
+def _in_units(seconds: float) -> str:
+    """``86400`` -> ``1d``, ``5400`` -> ``90m``: the largest unit that divides evenly."""
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def parse_seconds(text: str, *, zero_ok: bool = False, max_s: float | None = None) -> float:
+    """A duration in seconds from ``text``: seconds, or numbers with units d, h, m, s summed
+    (``60``, ``5m``, ``7d``, ``1h30m``; :func:`gangplan.adapters.traces.common.parse_duration`).
+    It must be finite and > 0 (>= 0 when ``zero_ok``), and at most ``max_s`` when given.
+
+    Raises:
+        ValueError: a message naming ``text`` and what would be accepted.
+    """
+    seconds = parse_duration(text)
+    lowest = "a time >= 0" if zero_ok else "a time > 0"
+    if seconds == math.inf or not (seconds > 0 or (zero_ok and seconds == 0)):
+        raise ValueError(f"{text!r}: accepted {lowest} (e.g. 60, 5m, 7d)")
+    if max_s is not None and seconds > max_s:
+        raise ValueError(
+            f"{text!r}: accepted {lowest} and at most {_in_units(max_s)} ({max_s:g} s)"
+        )
+    return seconds
+
+
+class Duration(_FloatType):
+    """An option's duration in seconds (a float), written as :func:`parse_seconds` reads it:
+    ``90``, ``5m``, ``2.5h``, ``7d``; > 0 (>= 0 when ``zero_ok``), at most ``max_s`` when
+    given. A bad value is click's usage error (exit 2) naming the option."""
+
+    name = "duration"
+
+    def __init__(self, *, zero_ok: bool = False, max_s: float | None = None) -> None:
+        self.zero_ok = zero_ok
+        self.max_s = max_s
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):  # converted already (a default given as a number)
+            return value
+        try:
+            return parse_seconds(str(value), zero_ok=self.zero_ok, max_s=self.max_s)
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+
+
+class Window(_WindowType):
+    """``START:END`` in seconds from a trace's zero, each side a :class:`Duration` or empty
+    (open): ``49d:56d``, ``:1h`` (:func:`gangplan.adapters.traces.common.parse_window`); a
+    ``(start, end)`` tuple. A bad value is click's usage error (exit 2)."""
+
+    name = "start:end"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_window(str(value))
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+
+
+WINDOW = Window()
 
 
 def instance_output(func: Callable[..., None]) -> Callable[..., None]:

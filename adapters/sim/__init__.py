@@ -17,6 +17,8 @@ module         what it holds
 ``report``     ``report.md``, ``results.csv``, ``groups.csv``
 ``plots``      the PNG plots (matplotlib, Agg)
 ``sweep``      placers x seeds x policies on worker processes or Ray
-``cli``        the ``gangplan simulate`` command
 =============  ===============================================================
+
+The ``gangplan simulate`` command is :mod:`gangplan.adapters.cli.simulate`; nothing here
+imports the command line.
 """

@@ -1,9 +1,13 @@
 """``gangplan simulate``: parse options, run the sweep, write the outputs, print a summary.
 
-User mistakes (a missing trace, a bad row, a bad window, a cluster without GPUs) end with
-``error:`` lines naming the file, the row and the field, and exit code 1 (bad option values:
-click's usage error, exit 2) — never a traceback; as every command, through
-:class:`gangplan.adapters.cli.common.UserError`.
+The simulator itself is :mod:`gangplan.adapters.sim` (which imports nothing of the command
+line). User mistakes (a missing trace, a bad row, a bad window, a cluster without GPUs) end
+with ``error:`` lines naming the file, the row and the field, and exit code 1 (bad option
+values: click's usage error, exit 2) — never a traceback; as every command, through
+:class:`~gangplan.adapters.cli.common.UserError`. Durations (``--period``, ``--time-limit``,
+``--jitter``, ``--horizon``, ``--reserve-after``) and ``--window`` are read by the command
+line's shared :class:`~gangplan.adapters.cli.common.Duration` and
+:data:`~gangplan.adapters.cli.common.WINDOW`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,15 @@ from typing import Any, TypeVar
 
 import click
 
+from gangplan.adapters.cli.common import (
+    WINDOW,
+    Duration,
+    UserError,
+    echo_warnings,
+    main,
+    parse_seconds,
+    user_errors,
+)
 from gangplan.adapters.files import InputError
 from gangplan.solver.cycle import PLACERS
 
@@ -23,15 +36,19 @@ __all__ = ["simulate"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+DURATION = Duration()
+"""A simulated time > 0 (``60``, ``5m``, ``7d``)"""
+
+CPSAT_SECONDS = Duration(max_s=86_400)
+"""CP-SAT's seconds per cycle: > 0 and at most a day, as solve's ``--time-limit``"""
+
 
 def _errors(func: F) -> F:
     """User mistakes (input errors) and failed runs become the command line's
-    ``UserError`` (``error:`` lines, exit 1). Imported when called: the command line's
-    package imports this module."""
+    ``UserError`` (``error:`` lines, exit 1)."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from gangplan.adapters.cli.common import UserError, user_errors
         from gangplan.adapters.sim.engine import SimulationError
         from gangplan.adapters.sim.sweep import RayMissing, SweepError
 
@@ -42,48 +59,6 @@ def _errors(func: F) -> F:
             raise UserError([str(err)]) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def _seconds(value: str | float | None, *, zero_ok: bool = False) -> float | None:
-    """Seconds, or numbers with units d, h, m, s (``60``, ``5m``, ``7d``); finite, > 0 (or
-    0 when ``zero_ok``). Raises click.BadParameter."""
-    if value is None or isinstance(value, float):
-        return value
-    from gangplan.adapters.traces.common import parse_duration
-
-    try:
-        seconds = parse_duration(str(value))
-    except ValueError as err:
-        raise click.BadParameter(str(err)) from None
-    if seconds == float("inf") or not (seconds > 0 or (zero_ok and seconds == 0)):
-        raise click.BadParameter(f"{value!r}: accepted a time > 0 (e.g. 60, 5m, 7d)")
-    return seconds
-
-
-def _duration(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    return _seconds(value)
-
-
-def _cpsat_seconds(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    seconds = _seconds(value)
-    if seconds is not None and seconds > 86_400:  # as solve's --time-limit
-        raise click.BadParameter(f"{value!r}: accepted a time > 0 and at most 1d (86400 s)")
-    return seconds
-
-
-def _duration0(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    return _seconds(value, zero_ok=True)
-
-
-def _window(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    if value is None:
-        return None
-    from gangplan.adapters.traces.common import parse_window
-
-    try:
-        return parse_window(value)
-    except ValueError as err:
-        raise click.BadParameter(str(err)) from None
 
 
 def _slowdowns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
@@ -101,7 +76,10 @@ def _reserve_afters(ctx: click.Context, param: click.Parameter, value: tuple[str
         if v.strip().lower() in ("off", "none"):
             out.append(None)
         else:
-            out.append(_seconds(v, zero_ok=True))
+            try:
+                out.append(parse_seconds(v, zero_ok=True))
+            except ValueError as err:
+                raise click.BadParameter(str(err)) from None
     return tuple(dict.fromkeys(out)) or (None,)
 
 
@@ -114,7 +92,7 @@ def _policy_name(slowdown: Any, reserve_after: float | None, elastic: bool = Fal
     return "+".join(parts) or "base"
 
 
-@click.command("simulate")
+@main.command("simulate")
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--cluster",
@@ -139,14 +117,14 @@ def _policy_name(slowdown: Any, reserve_after: float | None, elastic: bool = Fal
 )
 @click.option(
     "--period",
-    callback=_duration,
+    type=DURATION,
     default="60",
     show_default=True,
     help="simulated time between cycles (s, or 5m, 1h)",
 )
 @click.option(
     "--window",
-    callback=_window,
+    type=WINDOW,
     default=None,
     help="START:END from the trace's zero, e.g. 49d:56d (jobs arriving inside)",
 )
@@ -195,7 +173,7 @@ def _policy_name(slowdown: Any, reserve_after: float | None, elastic: bool = Fal
 )
 @click.option(
     "--time-limit",
-    callback=_cpsat_seconds,
+    type=CPSAT_SECONDS,
     default="1",
     show_default=True,
     help="CP-SAT s per cycle (at most 86400)",
@@ -210,8 +188,10 @@ def _policy_name(slowdown: Any, reserve_after: float | None, elastic: bool = Fal
     show_default=True,
     help="machines per synthetic rack (Philly's machine list only)",
 )
-@click.option("--jitter", callback=_duration0, default="0", help="seeded arrival jitter, max s")
-@click.option("--horizon", callback=_duration, default=None, help="stop at this simulated time")
+@click.option(
+    "--jitter", type=Duration(zero_ok=True), default="0", help="seeded arrival jitter, max s"
+)
+@click.option("--horizon", type=DURATION, default=None, help="stop at this simulated time")
 @click.option("--verify", is_flag=True, help="check every plan with the independent verifier")
 @click.option("--no-plots", is_flag=True)
 @_errors
@@ -254,8 +234,7 @@ def simulate(
     env = environment()  # the commit and the load when the runs start
     spec = load_cluster(cluster, rack_size=rack_size)
     inp = load_input(trace, spec, fmt=fmt, window=window, limit=limit, gpus_per_node=gpus_per_node)
-    for w in inp.warnings:
-        click.echo(f"warning: {w}", err=True)
+    echo_warnings(inp.warnings)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
