@@ -48,9 +48,9 @@ from gangplan.adapters.serve.ledger import Backoff, InFlight, Ledger, recover
 from gangplan.adapters.serve.metrics import Metrics
 from gangplan.adapters.serve.snapshot import ANN_PLAN, Built, LiveSnapshot, Selection, pod_ref
 from gangplan.adapters.serve.status import Recorder
-from gangplan.models import GPU_MILLI, Plan, Snapshot
+from gangplan.models import Plan, Snapshot
 from gangplan.solver.cycle import solve_cycle
-from gangplan.solver.judges.fairness import PPM, fair_ceiling, fair_shares
+from gangplan.solver.judges.placeable import placeable_gpus
 from gangplan.solver.result import SolverConfig
 
 __all__ = ["CycleReport", "Elector", "ServeLoop", "watched_kinds"]
@@ -528,52 +528,9 @@ class ServeLoop:
         self.metrics.set_pending(per_queue, {})
 
     def _placeable(self, snap: Snapshot, plan: Plan | None) -> None:
-        """``gangplan_queue_placeable_gpus``: per queue, the GPUs free after this cycle's
-        plan on the nodes its pending gangs may use (all schedulable nodes when it has none),
-        within its max and within its fair target: the GPU share it would be filled to if it
-        asked for more (:func:`gangplan.solver.judges.fairness.fair_ceiling`) less the share it
-        holds
-        after the plan."""
-        gpu = snap.gpu
-        fs = fair_shares(snap)
-        taken: dict[str, int] = {}
-        held: dict[str, int] = {}  # GPU share (ppm) each queue's plan pods add
-        for p in plan.pods if plan is not None else ():
-            gang = snap.gang_by_key.get(p.gang_key)
-            if gang is not None:
-                req = gang.role(p.role).requests
-                taken[p.node] = taken.get(p.node, 0) + req.get(gpu, 0)
-                if gpu in fs.resources:
-                    held[gang.queue] = held.get(gang.queue, 0) + fs.contribution(req)[gpu]
-        free = {
-            n.name: max(0, snap.free(n.name).resources.get(gpu, 0) - taken.get(n.name, 0))
-            for n in snap.nodes
-            if n.ready and not n.unschedulable
-        }
-        used: dict[str, int] = {}
-        for r in snap.running:
-            if r.queue:
-                used[r.queue] = used.get(r.queue, 0) + r.requests.get(gpu, 0)
-        out: dict[str, float] = {}
-        for q in snap.queues:
-            gangs = [g for g in snap.gangs if g.queue == q.name]
-            nodes = [
-                n
-                for n in snap.nodes
-                if n.name in free
-                and (not gangs or any(r.admits(n) for g in gangs for r in g.roles))
-            ]
-            room = sum(free[n.name] for n in nodes)
-            if gpu in q.max:
-                room = min(room, max(0, q.max[gpu] - used.get(q.name, 0)))
-            if gpu not in fs.resources:
-                room = 0
-            else:
-                share = fs.base.get(q.name, {}).get(gpu, 0) + held.get(q.name, 0)
-                fair = max(0, fair_ceiling(snap, fs, q.name, gpu) - share)
-                room = min(room, fair * fs.totals[gpu] // PPM)
-            out[q.name] = room / GPU_MILLI
-        self.metrics.set_pending({}, out)
+        """``gangplan_queue_placeable_gpus``
+        (:func:`~gangplan.solver.judges.placeable.placeable_gpus`)."""
+        self.metrics.set_pending({}, placeable_gpus(snap, plan))
 
     # ------------------------------------------------------------------ views
 
