@@ -32,11 +32,14 @@ random seed is s; with ``jitter_s`` > 0 each arrival moves later by a uniform dr
 ``[0, jitter_s)`` of ``random.Random(s)`` (in trace order). The same input, config and seed
 give the same run (wall times aside; CP-SAT only in deterministic mode).
 
-**Extension points** (not built): reservation with backfill reads
-``CycleInput.pending_since`` / ``expected_end``
-(:mod:`gangplan.adapters.sim.placers`) and ``SimJob.expected_duration``; elastic gangs
-change a running job's size with :meth:`RunningJob.set_rate` (work conserved: the completion is
-rescheduled from the work left) and need :meth:`Simulation._bind` to accept a partial gang.
+**Reservations and elastic gangs.** Reservation with backfill (``reserve_after_s``) is the
+cycle's own (:mod:`gangplan.solver.cycle.reservations`): the snapshot carries what it reads,
+each pending gang's arrival (``Gang.creation_time``) and each running pod's expected end
+(``RunningPod.expected_end``, from ``SimJob.expected_duration`` when ``estimates`` gives
+one). Elastic gangs (``elastic``, :mod:`gangplan.adapters.sim.elastic`) grow through the
+growth gangs each snapshot carries and shrink through the plan's evictions; a resize changes
+the job's rate with :meth:`RunningJob.set_rate` (work conserved: the completion is
+rescheduled from the work left).
 """
 
 from __future__ import annotations
@@ -311,12 +314,6 @@ def _tick(t: float, period: float) -> float:
 
 
 @dataclass
-class _Pending:
-    job: SimJob
-    since: float
-
-
-@dataclass
 class Simulation:
     """One run of ``inp`` under ``config`` (:meth:`run` once)."""
 
@@ -328,7 +325,7 @@ class Simulation:
     """called after each cycle with (time, pending, running)"""
 
     _static: dict[str, Any] = field(init=False, default_factory=dict)
-    _pending: dict[str, _Pending] = field(init=False, default_factory=dict)
+    _pending: dict[str, SimJob] = field(init=False, default_factory=dict)
     _running: dict[str, RunningJob] = field(init=False, default_factory=dict)
     _pods: tuple[RunningPod, ...] | None = field(init=False, default=None)
     _events: list[tuple[float, int, str, int]] = field(init=False, default_factory=list)
@@ -402,7 +399,7 @@ class Simulation:
             changed |= self._finish_until(now)
             while i < len(arrivals) and arrivals[i].arrival <= now:
                 job = arrivals[i]
-                self._pending[job.gang.key] = _Pending(job, job.arrival)
+                self._pending[job.gang.key] = job
                 i += 1
                 changed = True
             bound = False
@@ -486,7 +483,7 @@ class Simulation:
     def _snapshot(self, now: float) -> Snapshot:
         if self._pods is None:
             self._pods = tuple(p for run in self._running.values() for p in run.pods)
-        gangs = tuple(p.job.gang for p in self._pending.values()) + self._growth()
+        gangs = tuple(job.gang for job in self._pending.values()) + self._growth()
         # the cycle's clock (reservations count waits and expected ends on it)
         settings: PreemptionSettings = self._static["preemption"]
         clock = {**self._static, "preemption": settings.model_copy(update={"now": now})}
@@ -526,12 +523,7 @@ class Simulation:
         """Plan one cycle at ``now`` and bind what it admits; True if it bound a gang."""
         assert self.placer is not None
         snap = self._snapshot(now)
-        cycle = CycleInput(
-            now=now,
-            snapshot=snap,
-            pending_since={k: p.since for k, p in self._pending.items()},
-            expected_end={k: self._expected_end(r) for k, r in self._running.items()},
-        )
+        cycle = CycleInput(now=now, snapshot=snap)
         t0 = time.perf_counter()
         result = self.placer(cycle)
         wall = time.perf_counter() - t0
@@ -555,7 +547,7 @@ class Simulation:
                 self._grow(now, self._running[key], by_gang.get(key, []))
                 admitted += 1
             elif outcome.admitted and key in self._pending:
-                self._bind(now, self._pending.pop(key).job, by_gang.get(key, []))
+                self._bind(now, self._pending.pop(key), by_gang.get(key, []))
                 admitted += 1
             elif (
                 outcome.reason is not None
@@ -681,17 +673,13 @@ class Simulation:
             del self._running[key]
             self._pods = None
             job = replace(run.job, duration=run.work_left)
-            self._pending[key] = _Pending(job, now)
+            self._pending[key] = job
             gpu = self.inp.cluster.gpu
             self._busy = sum(p.requests.get(gpu, 0) for r in self._running.values() for p in r.pods)
             self._util.append((now, self._busy))
             self._records[key] = replace(
                 self._records[key], status="pending", resizes=self._records[key].resizes + 1
             )
-
-    def _expected_end(self, run: RunningJob) -> float | None:
-        d = run.job.expected_duration
-        return None if d is None else run.start + d
 
     # ------------------------------------------------------------------ departures
 

@@ -1,23 +1,22 @@
 """What plans a cycle of the simulation: a small protocol over gangplan's cycle function.
 
-A :class:`Placer` gets a :class:`CycleInput` — the cycle's snapshot and the simulated
-facts a snapshot has no field for yet — and returns the cycle's
-:class:`~gangplan.solver.result.CycleResult`. Two kinds:
+A :class:`Placer` gets a :class:`CycleInput` — the simulated time and the cycle's snapshot —
+and returns the cycle's :class:`~gangplan.solver.result.CycleResult`. Two kinds:
 
 * :class:`CpsatPlacer`: :func:`gangplan.solver.cycle.solve_cycle` (CP-SAT, the best
   baseline as incumbent and hint, time limit per cycle);
 * :class:`BaselinePlacer`: :func:`gangplan.solver.cycle.run_baseline` by name (``greedy``,
   ``topology-fit``, ``fgd``).
 
-``CycleInput.pending_since`` and ``CycleInput.expected_end`` are there for reservation with
-backfill (a gang pending longer than ``reserve_after`` gets capacity held from when running
-gangs are expected to end): when the snapshot gains reservations, a placer turns these into
-them. Today's placers do not read them.
+What reservation with backfill reads is in the snapshot itself: when each pending gang
+arrived (``Gang.creation_time``), when each running pod is expected to end
+(``RunningPod.expected_end``) and the ``reserve_after_s`` setting
+(:mod:`gangplan.solver.cycle.reservations`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from gangplan.models import Snapshot
@@ -29,14 +28,10 @@ __all__ = ["BaselinePlacer", "CpsatPlacer", "CycleInput", "Placer", "make_placer
 
 @dataclass(frozen=True)
 class CycleInput:
-    """One cycle: ``now`` (simulated s), the snapshot (pending gangs and running pods),
-    when each pending gang arrived (``namespace/name`` -> s), and when each running gang is
-    expected to end (None: unknown — the traces give no estimate)."""
+    """One cycle: ``now`` (simulated s) and the snapshot (pending gangs and running pods)."""
 
     now: float
     snapshot: Snapshot
-    pending_since: dict[str, float] = field(default_factory=dict)
-    expected_end: dict[str, float | None] = field(default_factory=dict)
 
 
 class Placer(Protocol):
