@@ -33,7 +33,8 @@ recorded under its name in :attr:`Budget.parts`:
 outcome never depends on the machine: CP-SAT's own deterministic time for the search, and
 for the Python parts *work units* (:data:`WORK_UNITS_PER_SECOND` make one deterministic
 second) that each part reports: a baseline the node evaluations its cluster state made
-(:class:`WorkMeter`; FGD's each node it measures ``Δ`` on, too), FGD's restarts theirs and
+(:class:`WorkMeter`; FGD's each node it measures ``Δ`` on, too; under reservations, those
+of every phase), FGD's restarts theirs and
 their descent's, the model its variables and constraints (its build stops at its share of
 the deterministic budget, as on the wall clock), the checks the pods they read, the reasons
 the gangs they explain.

@@ -4,11 +4,15 @@ workload, and fresh :class:`~gangplan.solver.placers.state.ClusterState` copies.
 
 Nothing here outlives the cycle: a long-running loop builds one context per snapshot, and
 every cache a placer or the model fills lives in the context or in a state it handed out.
+A step that works on another snapshot of the same cycle (the snapshot with its reservations,
+a reservation phase's) takes a context made by :meth:`CycleContext.derive`: the same meter,
+node index, topology and caches, so the cycle is counted on one clock and released at once.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -82,15 +86,62 @@ class CycleContext:
             indexed=indexed,
         )
 
+    def derive(
+        self, *, adjust: Callable[[ClusterState], None] | None = None, **update: Any
+    ) -> CycleContext:
+        """A context of the same cycle on this snapshot with the fields ``update`` names
+        replaced (e.g. ``reservations=...``; :class:`~gangplan.models.Snapshot`'s field
+        names). It shares this context's meter (its work counts on the cycle's clock), node
+        index, topology, workload, ``derived`` caches, ``indexed``, ``moves`` and the list
+        of states :meth:`release` frees; its fair shares are the new snapshot's. The new
+        snapshot is built without validation (its parts are this one's, already valid) and
+        without this one's cached lookups, which may follow the fields replaced.
+
+        ``adjust``: called once on the new context's template state, built from the new
+        snapshot, before any state is handed out (a reservation phase cuts the capacity it
+        may not use), so every :meth:`state` copy starts from it; without it the template
+        is built on the first :meth:`state` call, as in :meth:`of`.
+
+        Raises:
+            ValueError: ``update`` names a field the snapshot does not have.
+        """
+        fields = type(self.snapshot).model_fields
+        unknown = sorted(set(update) - set(fields))
+        if unknown:
+            raise ValueError(f"CycleContext.derive: not snapshot fields: {', '.join(unknown)}")
+        snap = type(self.snapshot).model_construct(
+            _fields_set=self.snapshot.model_fields_set,
+            **{name: update.get(name, getattr(self.snapshot, name)) for name in fields},
+        )
+        out = CycleContext(
+            snapshot=snap,
+            topo=self.topo,
+            shares=fair_shares(snap),
+            workload=self.workload,
+            node_names=self.node_names,
+            node_index=self.node_index,
+            meter=self.meter,
+            derived=self.derived,
+            indexed=self.indexed,
+            moves=self.moves,
+        )
+        out._handed = self._handed
+        if adjust is not None:
+            out._template = out._new_template()
+            adjust(out._template)
+        return out
+
+    def _new_template(self) -> ClusterState:
+        state = ClusterState(self.snapshot, self.topo, meter=self.meter, indexed=self.indexed)
+        self._handed.append(weakref.ref(state))
+        return state
+
     def state(self, *, empty: bool = False) -> ClusterState:
         """A fresh cluster state the caller may change: the free amounts running pods leave
         (``empty``: allocatable, as if no pod ran). A copy of one state built from the
         snapshot once per cycle (:meth:`ClusterState.copy`)."""
         if self._template is None:
-            self._template = ClusterState(
-                self.snapshot, self.topo, meter=self.meter, indexed=self.indexed
-            )
-            self._handed.append(weakref.ref(self._template))
+            self._template = self._new_template()
         state = self._template.copy(empty=empty)
         self._handed.append(weakref.ref(state))
         return state

@@ -70,8 +70,6 @@ from gangplan.topology import NODE_LEVEL
 __all__ = ["place_with_holds", "reserve", "reserved_context", "starving"]
 
 CLUSTER_LEVEL = "cluster"
-_DERIVED = ("reservation_rules", "preemption_rules", "gang_by_key", "_derived", "_running_by_node")
-"""a snapshot's cached properties that follow its gangs, running pods or reservations"""
 
 
 def starving(snapshot: Snapshot) -> list[Gang]:
@@ -90,18 +88,16 @@ def starving(snapshot: Snapshot) -> list[Gang]:
 
 
 def reserved_context(ctx: CycleContext) -> CycleContext:
-    """``ctx`` with the cycle's reservations in its snapshot (:func:`reserve`), when
-    reservations are enabled; ``ctx`` itself otherwise."""
+    """``ctx`` with the cycle's reservations in its snapshot (:func:`reserve`; a context
+    derived from it, :meth:`CycleContext.derive`), when reservations are enabled; ``ctx``
+    itself otherwise."""
     s = ctx.snapshot
     if not s.reservation.enabled:
         return ctx
     made = reserve(ctx)
     if not made and not s.reservations:
         return ctx
-    snap = s.model_copy(update={"reservations": made})
-    for derived in ("reservation_rules", "preemption_rules"):
-        snap.__dict__.pop(derived, None)
-    return CycleContext.of(snap, workload=ctx.workload, topology=ctx.topo)
+    return ctx.derive(reservations=made)
 
 
 def reserve(ctx: CycleContext) -> tuple[Reservation, ...]:
@@ -397,25 +393,24 @@ def _phase(
     if not gangs:
         return []
     rules = s.reservation_rules
-    snap = s.model_copy(
-        update={
-            "gangs": tuple(gangs),
-            "running": (*s.running, *_as_running(s, placed)),
-            "reservations": (),
-        }
+
+    def hold(state: ClusterState) -> None:
+        # the capacity this phase may not use: what each reservation not in ``exempt``
+        # still holds after the pods of gangs that may not backfill it
+        for res in s.reservations:
+            if res.key in exempt:
+                continue
+            for h in res.held:
+                room = rules.room(res, h)
+                left = {r: max(0, v - used[(res.key, h.node)].get(r, 0)) for r, v in room.items()}
+                _limit(state, h.node, left, s.gpu, s.nic)
+
+    phase = ctx.derive(
+        gangs=tuple(gangs),
+        running=(*s.running, *_as_running(s, placed)),
+        reservations=(),
+        adjust=hold,
     )
-    for derived in _DERIVED:
-        snap.__dict__.pop(derived, None)
-    phase = CycleContext.of(snap, workload=ctx.workload, topology=ctx.topo)
-    state = ClusterState(snap, ctx.topo)
-    for res in s.reservations:
-        if res.key in exempt:
-            continue
-        for h in res.held:
-            room = rules.room(res, h)
-            left = {r: max(0, v - used[(res.key, h.node)].get(r, 0)) for r, v in room.items()}
-            _limit(state, h.node, left, s.gpu, s.nic)
-    phase._template = state
     got = placer(phase)
     for p in got:
         gang = s.gang_by_key[p.gang_key]

@@ -75,3 +75,35 @@ def test_the_cycles_states_are_freed_by_reference_counting_when_it_ends() -> Non
             gc.enable()
     assert len(made) >= 3  # the baselines' states and the reasons' (so this tests them)
     assert alive == 0
+
+
+def test_a_derived_context_shares_the_cycles_meter_index_and_topology() -> None:
+    """A context derived for another snapshot of the same cycle (one gang fewer) counts on
+    the same meter, reads the same node index, topology and caches, and its snapshot's
+    lookups follow its own fields, not the parent's cached ones."""
+    s = generate_fat_tree(spines=1, leaves_per_spine=2, nodes_per_leaf=2, load=0.5, seed=1)
+    assert len(s.gangs) >= 2
+    ctx = CycleContext.of(s)
+    assert len(s.gang_by_key) == len(s.gangs)  # cached on the parent's snapshot
+    kept = s.gangs[1:]
+    held: list[ClusterState] = []
+    out = ctx.derive(gangs=kept, adjust=held.append)
+    assert out.meter is ctx.meter and out.topo is ctx.topo and out.derived is ctx.derived
+    assert out.node_index is ctx.node_index and out.workload is ctx.workload
+    assert out.snapshot.gangs == kept and s.gangs[0].key not in out.snapshot.gang_by_key
+    assert out.snapshot.nodes == s.nodes and out.snapshot.running == s.running
+    # the template was built for the new snapshot, adjusted once, and every state copies it
+    (template,) = held
+    assert template.snapshot is out.snapshot and template.meter is ctx.meter
+    assert _free(out.state()) == _free(template)
+    before = ctx.meter.units
+    out.state().meter.add(5)
+    assert ctx.meter.units == before + 5
+
+
+def test_deriving_an_unknown_snapshot_field_is_a_clear_error() -> None:
+    import pytest
+
+    s = generate_fat_tree(spines=1, leaves_per_spine=1, nodes_per_leaf=2, load=0.0, seed=0)
+    with pytest.raises(ValueError, match="not snapshot fields: pods"):
+        CycleContext.of(s).derive(pods=())

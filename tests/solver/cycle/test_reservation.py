@@ -231,3 +231,31 @@ def test_with_preemption_on_no_baseline_places_on_held_capacity(placer: str) -> 
     assert any(
         n.startswith("the baselines do not preempt while reservations") for n in result.notes
     )
+
+
+# --------------------------------------------------------------------------- one meter
+
+
+def test_every_reservation_phase_is_charged_to_the_cycles_meter() -> None:
+    """The phases of a baseline under reservations, by hand on the module's instance with
+    s ending at 900 s: big's reservation alone (phase 0), s without held capacity (phase 1,
+    where it fits nowhere: n1's free GPUs are held, n2 is full), then s again as a gang
+    that may backfill big's reservation (phase 2). A placer that counts 7 work units on the
+    state its phase hands it, and places nothing, so adds 3 x 7 = 21 units to the cycle's
+    meter (each phase's state used to count on a meter of its own: 0)."""
+    from gangplan.solver.context import CycleContext
+    from gangplan.solver.cycle.reservations import place_with_holds, reserved_context
+
+    ctx = reserved_context(CycleContext.of(instance({"expected_duration_s": 200})))
+    assert [r.gang for r in ctx.snapshot.reservations] == ["big"]
+    seen: list[tuple[str, ...]] = []
+
+    def placer(phase: CycleContext) -> list[PodPlacement]:
+        seen.append(tuple(g.name for g in phase.snapshot.gangs))
+        phase.state().meter.add(7)
+        return []
+
+    before = ctx.meter.units
+    assert place_with_holds(ctx, placer) == []
+    assert seen == [("big",), ("s",), ("s",)]
+    assert ctx.meter.units - before == 21
