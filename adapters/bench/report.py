@@ -7,7 +7,9 @@ score's entries follow, and for CP-SAT the bound and gap of each entry.
 
 The report's summary gives CP-SAT's figures as ratios to the best baseline on the same
 instance (the baseline of best score; for "lower is better" metrics a ratio below 1 is
-CP-SAT's gain), and each benchmark target (a goal for the solver), met or not.
+CP-SAT's gain), and each benchmark target (a goal for the solver), met or not. The metric
+formatting, the tables and the environment line are the reports' shared ones
+(:mod:`gangplan.adapters.report`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import csv
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gangplan.adapters.bench.replay import cycles_text
@@ -29,23 +30,16 @@ from gangplan.adapters.bench.suites import (
     evaluate_targets,
     fallbacks,
 )
+from gangplan.adapters.report import (
+    Metric,
+    Value,
+    csv_value,
+    environment_line,
+    markdown_table,
+    plots_section,
+)
 
 __all__ = ["METRICS", "Metric", "write_csv", "write_outputs", "write_report"]
-
-Value = float | int | str | None
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One per-run metric: CSV column ``key``, report ``label``, ``unit``, how to read it
-    from a run, and how to show it."""
-
-    key: str
-    label: str
-    unit: str
-    get: Callable[[Run], Value]
-    kind: str = "number"
-    """``number``, ``count``, ``share`` (0..1, shown in %), ``gap`` (shown in %), ``text``"""
 
 
 def _solve(attr: str) -> Callable[[Run], Value]:
@@ -60,7 +54,7 @@ def _by_priority(r: Run) -> str:
     return ", ".join(f"p{c} {a}/{t}" for c, a, t in r.metrics.gangs)
 
 
-METRICS: tuple[Metric, ...] = (
+METRICS: tuple[Metric[Run], ...] = (
     Metric("status", "status", "", lambda r: r.status, kind="text"),
     Metric("verified", "plan verified", "", lambda r: "yes" if r.verified else "NO", kind="text"),
     Metric("wall_time_s", "wall time", "s", lambda r: r.wall_time_s),
@@ -70,21 +64,21 @@ METRICS: tuple[Metric, ...] = (
         "GPUs placed / demand",
         "%",
         lambda r: r.metrics.placed_of_demand,
-        "share",
+        kind="share",
     ),
     Metric(
         "placed_of_free",
         "GPUs placed / free",
         "%",
         lambda r: r.metrics.placed_of_free,
-        "share",
+        kind="share",
     ),
     Metric(
         "gangs_admitted",
         "gangs admitted",
         "gangs",
         lambda r: r.metrics.gangs_admitted,
-        "count",
+        kind="count",
     ),
     Metric(
         "gangs_by_priority",
@@ -98,14 +92,14 @@ METRICS: tuple[Metric, ...] = (
         "multi-pod gangs admitted",
         "gangs",
         lambda r: r.metrics.multi_pod_gangs,
-        "count",
+        kind="count",
     ),
     Metric(
         "spread_over_min",
         "spread over minimum, sum",
         "leaves",
         lambda r: r.metrics.spread_over_min,
-        "count",
+        kind="count",
     ),
     Metric(
         "mean_spread_over_min",
@@ -118,28 +112,28 @@ METRICS: tuple[Metric, ...] = (
         "gangs on more leaves than needed",
         "gangs",
         lambda r: r.metrics.spread_gangs,
-        "count",
+        kind="count",
     ),
     Metric(
         "one_leaf_fit",
         "multi-pod gangs that fit one leaf",
         "gangs",
         lambda r: r.metrics.one_leaf_fit,
-        "count",
+        kind="count",
     ),
     Metric(
         "one_leaf_got",
         "... and got one leaf",
         "gangs",
         lambda r: r.metrics.one_leaf_got,
-        "count",
+        kind="count",
     ),
     Metric(
         "one_leaf_share",
         "one-leaf share",
         "%",
         lambda r: r.metrics.one_leaf_share,
-        "share",
+        kind="share",
     ),
     Metric(
         "jain",
@@ -158,7 +152,7 @@ METRICS: tuple[Metric, ...] = (
         "queues below fair target",
         "(class, queue)",
         lambda r: r.metrics.queues_below_target,
-        "count",
+        kind="count",
     ),
     Metric("stranded_gpus", "stranded GPUs", "GPUs", lambda r: r.metrics.stranded_gpus),
     Metric(
@@ -166,63 +160,38 @@ METRICS: tuple[Metric, ...] = (
         "partly used GPU nodes",
         "nodes",
         lambda r: r.metrics.partly_used_nodes,
-        "count",
+        kind="count",
     ),
     Metric(
         "largest_8gpu_gang_leaf",
         "largest 8-GPU gang that fits, one leaf",
         "pods",
         lambda r: r.metrics.largest_8gpu_gang_leaf,
-        "count",
+        kind="count",
     ),
     Metric(
         "largest_8gpu_gang_any",
         "largest 8-GPU gang that fits, anywhere",
         "pods",
         lambda r: r.metrics.largest_8gpu_gang_any,
-        "count",
+        kind="count",
     ),
-    Metric("variables", "model variables", "", _solve("variables"), "count"),
-    Metric("constraints", "model constraints", "", _solve("constraints"), "count"),
+    Metric("variables", "model variables", "", _solve("variables"), kind="count"),
+    Metric("constraints", "model constraints", "", _solve("constraints"), kind="count"),
     Metric(
         "throughput_gap",
         "throughput gap (p*.gpu_milli)",
         "%",
         _solve("throughput_gap"),
-        "gap",
+        kind="gap",
     ),
-    Metric("max_gap", "largest gap of any tier", "%", _solve("max_gap"), "gap"),
-    Metric("open_tiers", "tiers not proven optimal", "tiers", _solve("open_tiers"), "count"),
+    Metric("max_gap", "largest gap of any tier", "%", _solve("max_gap"), kind="gap"),
+    Metric("open_tiers", "tiers not proven optimal", "tiers", _solve("open_tiers"), kind="count"),
 )
 """Every per-run metric, in report order (definitions: :mod:`gangplan.solver.judges.metrics`)."""
 
 
 # --------------------------------------------------------------------------- formatting
-
-
-def _fmt(m: Metric, v: Value) -> str:
-    if v is None:
-        return "n/a"
-    if m.kind == "text" or isinstance(v, str):
-        return str(v)
-    if m.kind == "share":
-        return f"{100 * float(v):.1f}%"
-    if m.kind == "gap":
-        return f"{100 * float(v):.2f}%"
-    if m.kind == "count":
-        return f"{int(v):,}"
-    x = float(v)
-    if x == int(x) and abs(x) < 1e6:
-        return f"{int(x):,}"
-    return f"{x:.3f}" if abs(x) < 10 else f"{x:,.1f}"
-
-
-def _csv_value(v: Value) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
 
 
 def ratio(cpsat: Value, base: Value) -> float | None:
@@ -241,7 +210,7 @@ def _fmt_ratio(cpsat: Value, base: Value) -> str:
     return f"{r:.2f}"
 
 
-def _metric(key: str) -> Metric:
+def _metric(key: str) -> Metric[Run]:
     return next(m for m in METRICS if m.key == key)
 
 
@@ -321,7 +290,7 @@ def write_csv(result: BenchResult, out: Path) -> list[Path]:
             reported = {t.name: t for t in r.metrics.solve.tiers} if r.metrics.solve else {}
             row += [reported[t].bound if t in reported else None for t in tiers]
             row += [reported[t].gap if t in reported else None for t in tiers]
-            w.writerow([_csv_value(v) for v in row])
+            w.writerow([csv_value(v) for v in row])
     paths = [path]
     qpath = out / "queues.csv"
     with qpath.open("w", newline="", encoding="utf-8") as fh:
@@ -347,7 +316,7 @@ def write_csv(result: BenchResult, out: Path) -> list[Path]:
                         q.queue,
                         f"{q.allocation_ppm / 10_000:.4f}",
                         f"{q.target_ppm / 10_000:.4f}",
-                        _csv_value(q.ratio),
+                        csv_value(q.ratio),
                     ]
                 )
     paths.append(qpath)
@@ -378,16 +347,16 @@ def write_csv(result: BenchResult, out: Path) -> list[Path]:
                         x.protocol,
                         x.placer,
                         x.seed,
-                        _csv_value(x.at_100),
-                        _csv_value(x.final),
-                        _csv_value(x.arrived),
-                        _csv_value(x.unallocated_gpus),
+                        csv_value(x.at_100),
+                        csv_value(x.final),
+                        csv_value(x.arrived),
+                        csv_value(x.unallocated_gpus),
                         x.failed_pods,
                         x.cycles,
                         ";".join(f"{k}={v}" for k, v in sorted(x.statuses.items())),
-                        _csv_value(x.wall_time_s),
-                        _csv_value(x.cycle_mean_s),
-                        _csv_value(x.cycle_max_s),
+                        csv_value(x.wall_time_s),
+                        csv_value(x.cycle_mean_s),
+                        csv_value(x.cycle_max_s),
                     ]
                 )
         paths.append(rpath)
@@ -395,14 +364,6 @@ def write_csv(result: BenchResult, out: Path) -> list[Path]:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> list[str]:
-    aligns = align or "l" + "r" * (len(header) - 1)
-    sep = ["---:" if a == "r" else "---" for a in aligns]
-    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
-    return out
 
 
 def summary_table(result: BenchResult) -> list[str]:
@@ -449,7 +410,7 @@ def summary_table(result: BenchResult) -> list[str]:
                     _score_relation(r, b),
                     cell("gpus_placed"),
                     cell("gangs_admitted"),
-                    f"{_fmt(share, share.get(r))} vs {_fmt(share, share.get(b)) if b else 'n/a'}",
+                    f"{share.show(share.get(r))} vs {share.show(share.get(b)) if b else 'n/a'}",
                     cell("spread_over_min"),
                     cell("jain"),
                     cell("stranded_gpus"),
@@ -458,7 +419,7 @@ def summary_table(result: BenchResult) -> list[str]:
                     f"{r.wall_time_s:.1f} ({cell('wall_time_s')})",
                 ]
             )
-    return _table(header, rows, "lrlllrrrrrrrrrr")
+    return markdown_table(header, rows, "lrlllrrrrrrrrrr")
 
 
 def _targets_section(result: BenchResult) -> list[str]:
@@ -495,7 +456,7 @@ def _instance_section(result: BenchResult) -> list[str]:
                 f"{i.pending_gpus:,.1f}{times}",
             ]
         )
-    out = ["## Instances", "", *_table(header, rows, "llrrrrrr"), ""]
+    out = ["## Instances", "", *markdown_table(header, rows, "llrrrrrr"), ""]
     for i in result.instances:
         if i.description:
             out.append(f"- `{i.name}`: {i.description}")
@@ -530,10 +491,10 @@ def _per_instance(result: BenchResult) -> list[str]:
         if best is not None:
             out += [f"Best baseline by score: `{best.placer}`.", ""]
         header = ["metric", "unit", *(r.placer for r in runs)]
-        rows = [[m.label, m.unit, *(_fmt(m, m.get(r)) for r in runs)] for m in METRICS]
+        rows = [[m.label, m.unit, *(m.show(m.get(r)) for r in runs)] for m in METRICS]
         for name, _ in runs[0].score.entries if runs else ():
             rows.append([f"score: {name}", "", *(_tier_cell(r, name) for r in runs)])
-        out += _table(header, rows, "ll" + "r" * len(runs))
+        out += markdown_table(header, rows, "ll" + "r" * len(runs))
         notes = [(r.placer, n) for r in runs for n in r.notes]
         bad = [(r.placer, v) for r in runs for v in r.violations]
         if notes:
@@ -610,11 +571,11 @@ def _replay_section(result: BenchResult) -> list[str]:
                 cycles_text(statuses, plans) or "-",
             ]
         )
-    out += _table(header, rows, "llrrrrrrrl")
+    out += markdown_table(header, rows, "llrrrrrrrl")
     seeds = [x for x in runs if x.placer == "cpsat"]
     if seeds:
         out += ["", "CP-SAT per seed:", ""]
-        out += _table(
+        out += markdown_table(
             ["protocol", "seed", "at 130%", "s a cycle (max)", "cycles by status and plan"],
             [
                 [
@@ -696,7 +657,7 @@ def _parts_section(result: BenchResult) -> list[str]:
         "Where a cycle did not fit its budget, the largest part says what took the time.",
         "",
     ]
-    out += _table(header, rows, "lrrrrr" + "r" * len(names) + "rrrl")
+    out += markdown_table(header, rows, "lrrrrr" + "r" * len(names) + "rrrl")
     return [*out, ""]
 
 
@@ -744,9 +705,7 @@ def write_report(result: BenchResult, out: Path, plots: Sequence[Path] = ()) -> 
     lines = [
         f"# gangplan bench — suite `{result.suite.name}`",
         "",
-        f"Run {env.get('date', '?')} at commit `{env.get('commit', '?')}` on "
-        f"{env.get('machine', '?')}, Python {env.get('python', '?')}, OR-Tools "
-        f"{env.get('ortools', '?')}; {_duration(result.elapsed_s)} in all "
+        f"{environment_line(env)}; {_duration(result.elapsed_s)} in all "
         f"(budget: {result.suite.budget or 'none'}). CP-SAT at "
         + ", ".join(f"{t:g} s" for t in result.suite.cpsat_limits)
         + f"; baselines: {', '.join(r for r in result.placers if not r.startswith('cpsat'))}. "
@@ -782,10 +741,7 @@ def write_report(result: BenchResult, out: Path, plots: Sequence[Path] = ()) -> 
     lines += _per_instance(result)
     lines += _parts_section(result)
     lines += _replay_section(result)
-    if plots:
-        lines += ["## Plots", ""]
-        lines += [f"![{p.stem}]({p.name})" for p in plots]
-        lines.append("")
+    lines += plots_section(plots)
     lines += _definitions()
     path = out / "report.md"
     out.mkdir(parents=True, exist_ok=True)

@@ -33,14 +33,10 @@ from __future__ import annotations
 
 import math
 import os
-import platform
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +49,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from gangplan.adapters.report import environment, load_average
 from gangplan.models import GPU_MILLI, Snapshot
 from gangplan.solver.judges.metrics import PlanMetrics, plan_metrics
 from gangplan.solver.judges.score import Score
@@ -543,49 +540,6 @@ def _error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}{where}"
 
 
-def _git(*args: str) -> str | None:
-    """``git ARGS`` in this package's folder (None outside a repository or without git)."""
-    try:
-        return subprocess.run(
-            ["git", *args],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parent,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _environment() -> dict[str, str]:
-    try:
-        ortools_version = metadata.version("ortools")
-    except metadata.PackageNotFoundError:  # pragma: no cover - ortools is a dependency
-        ortools_version = "unknown"
-    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    if status:
-        n = len(status.splitlines())
-        commit += f" (+{n} file{'s' if n != 1 else ''} modified in the working tree)"
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "python": platform.python_version(),
-        "ortools": ortools_version,
-        "commit": commit,
-        "load": _load(),
-    }
-
-
-def _load() -> str:
-    """The 1-minute load average (other work on the machine slows every placer alike)."""
-    try:
-        return f"{os.getloadavg()[0]:.1f}"
-    except OSError:  # pragma: no cover - platforms without getloadavg
-        return "unknown"
-
-
 @contextmanager
 def _progress(console: Console | None, enabled: bool) -> Iterator[Progress]:
     columns = (
@@ -625,7 +579,7 @@ def run_suite(
     A placer that raises is recorded in ``errors`` and the suite goes on.
     """
     data = data_dir or default_data_dir()
-    result = BenchResult(suite=suite, environment=_environment())
+    result = BenchResult(suite=suite, environment=environment())
     started = time.monotonic()
     placers: list[tuple[str, float | None]] = [(b, None) for b in BASELINES]
     placers += [(_limit_name(t), t) for t in suite.cpsat_limits]
@@ -678,7 +632,7 @@ def run_suite(
                 result.skipped.append(("alibaba replay", note))
                 bar.update(task, completed=total)
     result.elapsed_s = time.monotonic() - started
-    result.environment["load"] += f" at the start, {_load()} at the end"
+    result.environment["load"] += f" at the start, {load_average()} at the end"
     return result
 
 

@@ -6,23 +6,29 @@ table, by gang size, by queue, fairness, cycles, plots, definitions) and the PNG
 
 :data:`METRICS` is the one list of per-run metrics: the CSV has a column for each and the
 report a row for each; a test checks both against it. Every file is written through a
-temporary file and renamed (nothing half-written).
+temporary file and renamed (nothing half-written). The metric formatting, the tables and
+the environment block are the reports' shared ones (:mod:`gangplan.adapters.report`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
-import platform
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
 from gangplan.adapters.files import write_output
+from gangplan.adapters.report import (
+    Metric,
+    Value,
+    csv_value,
+    environment,
+    environment_line,
+    load_average,
+    markdown_table,
+    plots_section,
+)
 from gangplan.adapters.sim.engine import SimResult
 from gangplan.adapters.sim.metrics import Group, SimMetrics, Stat, run_metrics
 
@@ -36,8 +42,6 @@ __all__ = [
     "write_report",
 ]
 
-Value = float | int | str | None
-
 
 @dataclass(frozen=True)
 class Run:
@@ -49,20 +53,6 @@ class Run:
     @staticmethod
     def of(result: SimResult) -> Run:
         return Run(result, run_metrics(result))
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One per-run metric: CSV column ``key``, report ``label``, ``unit``, how to read it,
-    which way is better (``higher``, ``lower`` or ``""``) and how to show it (``number``,
-    ``count``, ``share`` in %, ``hours``, ``text``)."""
-
-    key: str
-    label: str
-    unit: str
-    get: Callable[[Run], Value]
-    better: str = ""
-    kind: str = "number"
 
 
 def _stat(which: str, field: str) -> Callable[[Run], Value]:
@@ -81,7 +71,7 @@ def _longest(field: str) -> Callable[[Run], Value]:
     return get
 
 
-METRICS: tuple[Metric, ...] = (
+METRICS: tuple[Metric[Run], ...] = (
     Metric("jobs", "jobs", "jobs", lambda r: r.metrics.jobs, kind="count"),
     Metric("finished", "finished", "jobs", lambda r: r.metrics.finished, "higher", "count"),
     Metric(
@@ -202,32 +192,6 @@ def _statuses(r: Run) -> str:
 # --------------------------------------------------------------------------- formatting
 
 
-def fmt(m: Metric, v: Value) -> str:
-    """A metric's value as the report shows it."""
-    if v is None:
-        return "n/a"
-    if m.kind == "text" or isinstance(v, str):
-        return str(v)
-    if m.kind == "share":
-        return f"{100 * float(v):.1f}%"
-    if m.kind == "count":
-        return f"{int(v):,}"
-    if m.kind == "hours":
-        return f"{float(v) / 3600:,.1f}"
-    x = float(v)
-    if x == int(x) and abs(x) < 1e6:
-        return f"{int(x):,}"
-    return f"{x:.3f}" if abs(x) < 10 else f"{x:,.1f}"
-
-
-def _csv_value(v: Value) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
-
-
 def _seconds(v: float | None) -> str:
     if v is None:
         return "n/a"
@@ -277,7 +241,7 @@ def _csv_text(rows: list[list[Value]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     for row in rows:
-        w.writerow([_csv_value(v) for v in row])
+        w.writerow([csv_value(v) for v in row])
     return buf.getvalue()
 
 
@@ -328,49 +292,9 @@ def write_csv(runs: Sequence[Run], out: Path) -> list[Path]:
 # --------------------------------------------------------------------------- report
 
 
-def _git(*args: str) -> str | None:
-    try:
-        return subprocess.run(
-            ["git", *args],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parent,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def environment() -> dict[str, str]:
-    """Date, commit, machine, Python, OR-Tools and the 1-minute load average."""
-    try:
-        ortools = metadata.version("ortools")
-    except metadata.PackageNotFoundError:  # pragma: no cover - a dependency
-        ortools = "unknown"
-    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    if status:
-        commit += f" (+{len(status.splitlines())} modified files)"
-    try:
-        load = f"{os.getloadavg()[0]:.1f}"
-    except OSError:  # pragma: no cover
-        load = "unknown"
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "python": platform.python_version(),
-        "ortools": ortools,
-        "load": load,
-    }
-
-
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: int = 1) -> list[str]:
-    align = ["---" if i < right_from else "---:" for i in range(len(header))]
-    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
-    return out
+    """Columns before ``right_from`` left-aligned, the others right."""
+    return markdown_table(header, rows, "l" * right_from + "r" * (len(header) - right_from))
 
 
 def _settings(runs: Sequence[Run]) -> list[str]:
@@ -498,10 +422,8 @@ def write_report(
     lines = [
         "# gangplan simulate",
         "",
-        f"Run {env.get('date', '?')} at commit `{env.get('commit', '?')}` on "
-        f"{env.get('machine', '?')}, Python {env.get('python', '?')}, OR-Tools "
-        f"{env.get('ortools', '?')}{took}. Load average (1 min) at the start: "
-        f"{env.get('load', '?')}, at the end: {environment()['load']} (other work on the "
+        f"{environment_line(env)}{took}. Load average (1 min) at the start: "
+        f"{env.get('load', '?')}, at the end: {load_average()} (other work on the "
         "machine slows every placer alike).",
         "",
         *notes,
@@ -518,7 +440,7 @@ def write_report(
             "",
         ]
         header = ["metric", "unit", *(r.result.label for r in runs)]
-        rows = [[m.label, m.unit, *(fmt(m, m.get(r)) for r in runs)] for m in METRICS]
+        rows = [[m.label, m.unit, *(m.show(m.get(r)) for r in runs)] for m in METRICS]
         lines += _table(header, rows, right_from=2)
         lines += ["", "## By gang size (GPUs)", ""]
         lines += _group_rows(runs, lambda m: m.by_size)
@@ -539,10 +461,7 @@ def write_report(
             qrows.append([q, *cells])
         lines += _table(["queue", *(r.result.label for r in runs)], qrows)
         lines.append("")
-    if plots:
-        lines += ["## Plots", ""]
-        lines += [f"![{p.stem}]({p.name})" for p in plots]
-        lines.append("")
+    lines += plots_section(plots)
     lines += _definitions()
     path = out / "report.md"
     out.mkdir(parents=True, exist_ok=True)
