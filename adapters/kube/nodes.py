@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gangplan.adapters.kube.bounds import node_devices_problem
 from gangplan.adapters.kube.objects import KubeObject, Registry
 from gangplan.adapters.kube.pods import KOORD_GPU_OTHER, KOORD_GPU_PERCENT, KOORD_RDMA
 from gangplan.adapters.kube.summary import (
@@ -64,7 +65,9 @@ def read_nodes(
     reg: Registry, summary: ReadSummary, *, gpu: str, nic: str
 ) -> dict[str, dict[str, Any]]:
     """Every readable ``Node`` of the dump, by name, as instance-file node fields
-    (``allocatable`` in base units); an unreadable one is listed and left out."""
+    (``allocatable`` in base units); an unreadable one is listed and left out, and so is
+    one advertising more GPU or NIC devices than gangplan accepts
+    (:func:`~gangplan.adapters.kube.bounds.node_devices_problem`)."""
     out: dict[str, dict[str, Any]] = {}
     for obj in reg.of("", "Node"):
         node = _read_node(obj, summary, gpu=gpu, nic=nic)
@@ -81,6 +84,9 @@ def _read_node(
     if alloc is None:
         return None
     alloc = _vendor_resources(obj, summary, alloc, gpu=gpu, nic=nic)
+    if (why := node_devices_problem(alloc, gpu=gpu, nic=nic)) is not None:
+        summary.skip_object(obj, REASON_INVALID, why)  # before any device id is made
+        return None
     labels = dict(node.metadata.labels or {})
     return {
         "name": obj.name,

@@ -10,6 +10,10 @@ name with the problem; the rest converts. Pod names must also be unique in a nam
 across running pods and pending gangs (they become Bindings), which is checked here as
 gangs are added.
 
+The snapshot-wide bounds (:class:`~gangplan.adapters.kube.bounds.SnapshotBounds`: at most
+``MAX_NODES`` nodes, ``MAX_DEVICES`` devices, ``MAX_PODS`` pods) are counted as parts are
+added: a part that would pass one is left out and listed, the parts before it stay.
+
 The context comes first (:class:`SnapshotParts` raises :class:`KubeInputError` if the
 models reject it), then nodes, then queues (:meth:`SnapshotParts.set_queues`), then running
 pods (each against its node), then gangs.
@@ -22,6 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gangplan.adapters.kube.bounds import SnapshotBounds, node_device_count
 from gangplan.adapters.kube.options import KubeInputError
 from gangplan.adapters.kube.summary import REASON_INVALID, ReadSummary
 from gangplan.models import Gang, Node, RunningPod, Snapshot, SnapshotError
@@ -85,6 +90,7 @@ class SnapshotParts:
         self.nodes: dict[str, Node] = {}
         self.running: list[RunningPod] = []
         self.gangs: list[Gang] = []
+        self.bounds = SnapshotBounds()
         self._holders: dict[tuple[str, str], list[RunningPod]] = {}
         self._pod_names: dict[tuple[str, str], str] = {}
 
@@ -113,12 +119,32 @@ class SnapshotParts:
             return None
 
     def add_node(self, draft: Draft) -> bool:
-        """Add a node; False (listed) if the models reject it."""
+        """Add a node; False (listed) if the models reject it or it would take the snapshot
+        past a bound."""
         probe = self._probe(draft, "nodes", 0, nodes=(draft.data,))
-        if probe is None:
+        if probe is None or not self.take_node(probe.nodes[0], draft):
             return False
         self.nodes[probe.nodes[0].name] = probe.nodes[0]
         return True
+
+    def take_node(self, node: Node, draft: Draft) -> bool:
+        """Count ``node`` (valid) against the snapshot-wide bounds; False (``draft``
+        listed) if it would pass one. :meth:`add_node` calls it; a reader that validates
+        its nodes itself (the live snapshot) calls it for each."""
+        resources = self._context["resources"]
+        devices = node_device_count(node.allocatable, gpu=resources.gpu, nic=resources.nic)
+        return self._within(self.bounds.take_node(devices), draft)
+
+    def take_running(self, draft: Draft) -> bool:
+        """Count one running pod against ``MAX_PODS``; False (``draft`` listed) if it
+        would pass it (:meth:`add_running` calls it)."""
+        return self._within(self.bounds.take_pods(1), draft)
+
+    def _within(self, problem: str | None, draft: Draft) -> bool:
+        if problem is None:
+            return True
+        self._summary.skip(draft.source, draft.kind, draft.name, REASON_INVALID, problem)
+        return False
 
     def set_queues(self, queues: list[Draft]) -> None:
         """Set the queues (before any running pod or gang is added): each validated with the
@@ -143,7 +169,7 @@ class SnapshotParts:
 
     def add_running(self, draft: Draft) -> bool:
         """Add a running pod, checked with its node and the pods holding its devices; False
-        (listed) if the models reject it."""
+        (listed) if the models reject it or it would take the snapshot past ``MAX_PODS``."""
         node_name = str(draft.data.get("node"))
         host = self.nodes.get(node_name)
         holders = list(
@@ -160,7 +186,7 @@ class SnapshotParts:
             nodes=(host,) if host is not None else (),
             running=(*holders, draft.data),
         )
-        if probe is None:
+        if probe is None or not self.take_running(draft):
             return False
         pod = probe.running[-1]
         self.running.append(pod)
@@ -171,7 +197,8 @@ class SnapshotParts:
 
     def add_gang(self, draft: Draft) -> bool:
         """Add a gang; False (listed) if the models reject it or one of its pod names is
-        taken in its namespace (by a running pod or an earlier gang)."""
+        taken in its namespace (by a running pod or an earlier gang), or its pods would take
+        the snapshot past ``MAX_PODS``."""
         probe = self._probe(draft, "gangs", 0, gangs=(draft.data,))
         if probe is None:
             return False
@@ -195,6 +222,8 @@ class SnapshotParts:
                 REASON_INVALID,
                 "; ".join(taken) + " (pod names must be unique in a namespace)",
             )
+            return False
+        if not self._within(self.bounds.take_pods(gang.size), draft):
             return False
         for _, _, name in names:
             self._pod_names[(gang.namespace, name)] = f"gang {gang.key}"

@@ -53,9 +53,9 @@ from gangplan.adapters.kube.predicted import Predicted
 from gangplan.adapters.kube.priorities import Priorities
 from gangplan.adapters.kube.queues import QueueBook, quantities
 from gangplan.adapters.kube.snapshot import Draft, SnapshotParts
-from gangplan.adapters.kube.summary import REASON_GANG_INCOMPLETE, ReadSummary
+from gangplan.adapters.kube.summary import REASON_GANG_INCOMPLETE, REASON_INVALID, ReadSummary
 from gangplan.adapters.kube.topology import DeviceLayouts, LevelSource
-from gangplan.adapters.serve.api import Obj
+from gangplan.adapters.serve.api import KINDS, Obj
 from gangplan.adapters.serve.cache import ObjKey
 from gangplan.models import (
     GPU_MILLI,
@@ -219,6 +219,7 @@ class LiveSnapshot:
         self._levels: tuple[int, LevelSource, DeviceLayouts, ReadSummary] | None = None
         self._nodes_changed = True
         self._priorities: Priorities | None = None
+        self._read_notes: dict[tuple[str, ObjKey], ReadSummary] = {}
 
     # ------------------------------------------------------------------ changes
 
@@ -249,41 +250,80 @@ class LiveSnapshot:
             raw = self._raw.get(kind_key, {})
             for key in keys:
                 n += 1
-                obj = raw.get(key)
-                if kind_key == "pods":
-                    self._convert_pod(key, obj, priorities)  # type: ignore[arg-type]
-                elif kind_key == "nodes":
-                    self._convert_node(key, obj)
-                else:
-                    self._convert_object(kind_key, key, obj)
+                self._convert_one(kind_key, key, raw.get(key), priorities)
             del self._dirty[kind_key]
         return n
+
+    def _convert_one(
+        self, kind_key: str, key: ObjKey, obj: Obj | None, priorities: Priorities | None
+    ) -> None:
+        """Convert one object, keeping what its reading said (what was skipped or noted)
+        for every build until the object changes again. An object that no reader rule
+        refused but that still fails to convert (an error nothing anticipated) is left out
+        and listed with the error: one object never stops a cycle."""
+        summary = ReadSummary()
+        try:
+            if kind_key == "pods":
+                assert priorities is not None
+                self._convert_pod(key, obj, priorities, summary)
+            elif kind_key == "nodes":
+                self._convert_node(key, obj, summary)
+            else:
+                self._convert_object(kind_key, key, obj, summary)
+        except Exception as err:  # the rule: one object never stops a cycle
+            self._forget(kind_key, key)
+            summary.skip(
+                _source(kind_key, key),
+                KINDS[kind_key].kind if kind_key in KINDS else kind_key,
+                f"{key[0]}/{key[1]}" if key[0] else key[1],
+                REASON_INVALID,
+                f"could not be read ({type(err).__name__}: {err}); left out",
+            )
+        if summary.skipped or summary.notes:
+            self._read_notes[(kind_key, key)] = summary
+        else:
+            self._read_notes.pop((kind_key, key), None)
+
+    def _forget(self, kind_key: str, key: ObjKey) -> None:
+        """Drop what a failed conversion of the object may have left half made."""
+        if kind_key == "pods":
+            self._pods.pop(key, None)
+            self._running.pop(key, None)
+            self._ours.discard(key)
+        elif kind_key == "nodes":
+            self._nodes.pop(key[1], None)
+            self._objects.get("nodes", {}).pop(key, None)
+        else:
+            self._objects.get(kind_key, {}).pop(key, None)
 
     def _typed(self, kind_key: str, key: ObjKey, obj: Obj, summary: ReadSummary) -> Registry:
         return read_objects([Document(_source(kind_key, key), obj)], summary)
 
-    def _convert_object(self, kind_key: str, key: ObjKey, obj: Obj | None) -> None:
+    def _convert_object(
+        self, kind_key: str, key: ObjKey, obj: Obj | None, summary: ReadSummary
+    ) -> None:
         store = self._objects.setdefault(kind_key, {})
         store.pop(key, None)
         if obj is None:
             return
-        for typed in self._typed(kind_key, key, obj, ReadSummary()):
+        for typed in self._typed(kind_key, key, obj, summary):
             store[key] = typed
 
-    def _convert_node(self, key: ObjKey, obj: Obj | None) -> None:
+    def _convert_node(self, key: ObjKey, obj: Obj | None, summary: ReadSummary) -> None:
         name = key[1]
         self._nodes.pop(name, None)
         self._objects.setdefault("nodes", {}).pop(key, None)
         if obj is None:
             return
-        summary = ReadSummary()
         reg = self._typed("nodes", key, obj, summary)
         opts = self.options
         for n in read_nodes(reg, summary, gpu=opts.gpu_resource, nic=opts.nic_resource).values():
             self._nodes[name] = n
             self._objects["nodes"][key] = next(iter(reg))
 
-    def _convert_pod(self, key: ObjKey, obj: Obj | None, priorities: Priorities) -> None:
+    def _convert_pod(
+        self, key: ObjKey, obj: Obj | None, priorities: Priorities, summary: ReadSummary
+    ) -> None:
         self._pods.pop(key, None)
         self._running.pop(key, None)
         if obj is None:
@@ -298,7 +338,6 @@ class LiveSnapshot:
         else:
             self._pods[key] = _Pod(obj, "other")
             return
-        summary = ReadSummary()
         reg = self._typed("pods", key, obj, summary)
         reader = PodReader(summary, self.options, priorities)
         infos = reader.read_pods(reg, DeviceLayouts())
@@ -337,7 +376,9 @@ class LiveSnapshot:
         self._nodes_changed = False
         return levels, layouts, summary
 
-    def _node_model(self, name: str, layouts: DeviceLayouts, levels: LevelSource) -> Node | None:
+    def _node_model(
+        self, name: str, layouts: DeviceLayouts, levels: LevelSource, summary: ReadSummary
+    ) -> Node | None:
         obj = self._objects.get("nodes", {}).get(("", name))
         key = (obj.model.metadata.resource_version or "" if obj else "", self._topo_gen)
         hit = self._node_models.get(name)
@@ -346,8 +387,10 @@ class LiveSnapshot:
         d = node_data(self._nodes[name], layouts, levels)
         try:
             node = Node.model_validate({**d, "allocatable": quantities(d["allocatable"])})
-        except ValidationError:
+        except ValidationError as err:
             self._node_models.pop(name, None)
+            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+            summary.skip(_source("nodes", ("", name)), "Node", name, REASON_INVALID, detail)
             return None
         self._node_models[name] = (key, node)
         return node
@@ -393,15 +436,26 @@ class LiveSnapshot:
             self._prio_gen = 0
         self._priorities = priorities
         converted += self._convert_dirty(priorities)
+        for read in self._read_notes.values():
+            summary.skipped += read.skipped
+            summary.notes += read.notes
         levels, layouts, topo_summary = self._topology()
         summary.notes += topo_summary.notes
         summary.skipped += topo_summary.skipped
         opts = self.options
         gpu, nic = opts.gpu_resource, opts.nic_resource
+        parts = SnapshotParts(
+            summary,
+            resources={"gpu": gpu, "nic": nic},
+            levels=[lv.model_dump() for lv in levels.levels],
+            device_layouts={k: v.model_dump() for k, v in layouts.templates.items()},
+        )
         nodes: dict[str, Node] = {}
         for name in sorted(self._nodes):
-            node = self._node_model(name, layouts, levels)
-            if node is not None:
+            node = self._node_model(name, layouts, levels, summary)
+            if node is not None and parts.take_node(
+                node, Draft({}, _source("nodes", ("", name)), "Node", name)
+            ):
                 nodes[name] = node
         node_devices = {n: self._device_ids(n, layouts, levels) for n in nodes}
         add_pods = bool(self._nodes) and all(
@@ -443,25 +497,11 @@ class LiveSnapshot:
             add_pods=add_pods,
         )
         drafts = assembler.assemble(members, Predicted())
-        parts = SnapshotParts(
-            summary,
-            resources={"gpu": gpu, "nic": nic},
-            levels=[lv.model_dump() for lv in levels.levels],
-            device_layouts={k: v.model_dump() for k, v in layouts.templates.items()},
-        )
         queue_data = queues.finish()
         parts.set_queues(queue_data)
-        out_objects: dict[str, tuple[str, str, str]] = {}
-        for draft in drafts.gangs:
-            if draft.name in held_gang_keys:
-                continue
-            if parts.add_gang(draft):
-                src = draft.source.split(" ", 1)
-                if src[0] in GANG_KINDS and len(src) == 2:
-                    ns, _, name = src[1].partition("/")
-                    out_objects[draft.name] = (src[0], ns, name)
 
-        # running pods: cached models, then the ledger's assumed ones
+        # running pods: cached models, then the ledger's assumed ones (before the gangs, as
+        # a dump is read: what runs is counted first against MAX_PODS)
         running: list[RunningPod] = []
         seen: set[ObjKey] = set()
         for key in sorted(self._pods):
@@ -469,7 +509,7 @@ class LiveSnapshot:
             if p.state != "running" or p.info is None or p.info.node_name not in nodes:
                 continue
             rp = self._running_pod(key, p, queues, specs, node_devices, layouts, add_pods)
-            if rp is not None:
+            if rp is not None and parts.take_running(_pod_draft(key)):
                 running.append(rp)
                 seen.add(key)
         for key, placement in sorted((assumed or {}).items()):
@@ -479,8 +519,18 @@ class LiveSnapshot:
             if placement.node not in nodes:
                 continue
             rp = self._assumed_pod(held_pod.info, placement, queues, specs, add_pods)
-            if rp is not None:
+            if rp is not None and parts.take_running(_pod_draft(key)):
                 running.append(rp)
+
+        out_objects: dict[str, tuple[str, str, str]] = {}
+        for draft in drafts.gangs:
+            if draft.name in held_gang_keys:
+                continue
+            if parts.add_gang(draft):
+                src = draft.source.split(" ", 1)
+                if src[0] in GANG_KINDS and len(src) == 2:
+                    ns, _, name = src[1].partition("/")
+                    out_objects[draft.name] = (src[0], ns, name)
         context: dict[str, Any] = {
             "resources": {"gpu": gpu, "nic": nic},
             "levels": [lv.model_dump() for lv in levels.levels],
@@ -681,6 +731,11 @@ class LiveSnapshot:
             and p.info.group is not None
             and p.info.group.name == group
         ]
+
+
+def _pod_draft(key: ObjKey) -> Draft:
+    """What the summary calls pod ``key`` when it is left out."""
+    return Draft({}, _source("pods", key), "Pod", f"{key[0]}/{key[1]}")
 
 
 def _group_key(info: PodInfo) -> tuple[str, str, str]:
