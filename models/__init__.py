@@ -15,7 +15,8 @@ Every public name is exported here; the modules:
   (``Reservation``, ``ReservationRules``);
 - ``elastic``: a running elastic gang's room to grow (``growth_gang``, ``growing_nodes``);
 - ``plan``: the plan a cycle returns;
-- ``moves``: a move plan in waves (``gangplan replan``).
+- ``moves``: a move plan in waves (``gangplan replan``);
+- ``owners``: who recreates an evicted running pod (``PodOwner``, ``why_not_recreated``).
 """
 
 from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key
@@ -48,6 +49,7 @@ from gangplan.models.moves import (
     Wave,
     WaveLimits,
 )
+from gangplan.models.owners import RECREATING, PodOwner, why_not_recreated
 from gangplan.models.plan import (
     NOT_OPTIMISED,
     Eviction,
@@ -104,6 +106,7 @@ __all__ = [
     "MAX_PODS",
     "MAX_PODS_PER_GANG",
     "NOT_OPTIMISED",
+    "RECREATING",
     "DeviceLayout",
     "DisruptionBudget",
     "Eviction",
@@ -130,6 +133,7 @@ __all__ = [
     "Plan",
     "PlanSummary",
     "PodHold",
+    "PodOwner",
     "PodPlacement",
     "PreemptionKind",
     "PreemptionPolicy",
@@ -166,4 +170,5 @@ __all__ = [
     "load_instance",
     "open_status",
     "parse_quantity",
+    "why_not_recreated",
 ]

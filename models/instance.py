@@ -44,6 +44,7 @@ from gangplan.models.limits import (
     PodCount,
     too_many,
 )
+from gangplan.models.moves import DisruptionBudget
 from gangplan.models.quantity import ResourceList
 from gangplan.models.reservation import Reservation, ReservationSettings
 from gangplan.models.snapshot import (
@@ -150,6 +151,7 @@ class InstanceFile(Frozen):
     workload: tuple[WorkloadShape, ...] = ()
     reservation: ReservationSettings = Field(default_factory=ReservationSettings)
     reservations: tuple[Reservation, ...] = ()
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -181,6 +183,7 @@ class InstanceFile(Frozen):
             "workload": [w.model_dump() for w in self.workload],
             "reservation": self.reservation.model_dump(),
             "reservations": [r.model_dump() for r in self.reservations],
+            "disruption_budgets": [b.model_dump() for b in self.disruption_budgets],
             "metadata": self.metadata,
         }
         try:

@@ -63,6 +63,8 @@ from gangplan.models.base import GPU_MILLI, Frozen, K8sName, Name, gang_key
 from gangplan.models.checks import Problem, SnapshotError, snapshot_problems
 from gangplan.models.free import FreeCapacity, NodeFree, derive_free, free_after
 from gangplan.models.limits import RoleCount
+from gangplan.models.moves import DisruptionBudget
+from gangplan.models.owners import PodOwner
 from gangplan.models.preemption import PreemptionRules
 from gangplan.models.quantity import CPU, MEMORY, ResourceList
 from gangplan.models.reservation import Reservation, ReservationRules, ReservationSettings
@@ -516,6 +518,12 @@ class RunningPod(Frozen):
     ``expected_end``: when the pod is expected to end (s, the same clock; its gang's start
     plus its expected duration), what reservations count on (:mod:`gangplan.models.
     reservation`); None: unknown.
+
+    Where it may go if its gang moves (``gangplan replan``): ``node_selector``,
+    ``node_affinity`` and ``tolerations`` — its own, as for a pending pod's role (a moved pod
+    is placed under the rules it was scheduled by); ``owner`` — the controller that creates
+    it again once evicted (:mod:`gangplan.models.owners`): a :class:`PodOwner`, ``"none"``
+    for a bare pod (nothing recreates it), None when not stated.
     """
 
     name: K8sName
@@ -530,6 +538,12 @@ class RunningPod(Frozen):
     min_member: PositiveInt | None = None
     preemptible: bool = True
     expected_end: float | None = Field(None, allow_inf_nan=False)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_affinity: tuple[NodeSelectorTerm, ...] = Field(
+        default=(), description="required node affinity terms, ORed (core/v1)"
+    )
+    tolerations: tuple[Toleration, ...] = ()
+    owner: PodOwner | Literal["none"] | None = None
 
     @property
     def gang_key(self) -> str | None:
@@ -632,6 +646,9 @@ class Snapshot(Frozen):
     reservation: ReservationSettings = Field(default_factory=ReservationSettings)
     reservations: tuple[Reservation, ...] = ()
     """capacity held for starving gangs this cycle (:mod:`gangplan.models.reservation`)"""
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()
+    """the cluster's PodDisruptionBudgets, as the running pods they select and the
+    disruptions each allows now: what every wave of a move plan keeps to"""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")

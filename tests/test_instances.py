@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from gangplan.adapters.files import load_snapshot
 from gangplan.models import (
     DeviceLayout,
+    DisruptionBudget,
     Gang,
     InstanceFile,
     Level,
@@ -31,6 +32,7 @@ from gangplan.models import (
     NodeSelectorTerm,
     NumaNode,
     PcieSwitch,
+    PodOwner,
     PreemptionSettings,
     Queue,
     QueuePreemption,
@@ -478,6 +480,8 @@ def _fields(model: type[BaseModel]) -> list[str]:
         NodeSelectorRequirement,
         Toleration,
         RunningEntry,
+        PodOwner,
+        DisruptionBudget,
         QueuePreemption,
         PreemptionSettings,
     ],

@@ -17,12 +17,14 @@ A running pod is **not preemptible** (``RunningPod.preemptible: false``) when, i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
 from gangplan.adapters.kube.objects import KubeObject, Registry
 from gangplan.adapters.kube.pods import PodInfo
 from gangplan.adapters.kube.topology import match_labels
+from gangplan.models import DisruptionBudget
 
 __all__ = [
     "ANN_GANGPLAN_PREEMPTIBLE",
@@ -83,6 +85,25 @@ def _allows_none(pdb: Any, selected: int) -> bool:
     return False
 
 
+def _allowed(pdb: Any, selected: int) -> int | None:
+    """The disruptions ``pdb`` allows over ``selected`` running pods
+    (:meth:`Disruptions.budgets`); None: it says nothing usable."""
+    status = pdb.status
+    if status is not None and status.disruptions_allowed is not None:
+        return int(status.disruptions_allowed)
+    spec = pdb.spec
+    for value, is_min in ((spec.min_available, True), (spec.max_unavailable, False)):
+        if value is None:
+            continue
+        pct = _percent(value)
+        try:
+            n = math.ceil(pct * selected / 100) if pct is not None else int(str(value))
+        except ValueError:
+            return None
+        return selected - n if is_min else n
+    return None
+
+
 class Disruptions:
     """The PodDisruptionBudgets of a dump, to say which running pods are preemptible."""
 
@@ -93,7 +114,7 @@ class Disruptions:
         """Set ``preemptible`` (and why not) on every running pod of ``pods``."""
         running = [p for p in pods if p.node_name]
         for pod in running:
-            why = self._own(pod)
+            why = self.own(pod)
             if why is not None:
                 pod.preemptible, pod.preemptible_why = False, why
         for obj in self._budgets:
@@ -113,8 +134,42 @@ class Disruptions:
                             f"PodDisruptionBudget {obj.namespace}/{obj.name} allows no disruption"
                         )
 
+    def budgets(self, running: Iterable[tuple[str, str, dict[str, str]]]) -> list[DisruptionBudget]:
+        """The budgets that select some of ``running`` (``(namespace, name, labels)`` of the
+        snapshot's running pods), as a move plan counts them: the pods each selects and the
+        disruptions it allows now — its ``status.disruptionsAllowed``, else, without a
+        status, from its spec over the running pods it selects (``minAvailable``: those pods
+        less it; ``maxUnavailable``: it; a percentage of those pods, rounded up, as the
+        disruption controller scales it). A budget that says nothing usable is left out."""
+        pods = list(running)
+        out: list[DisruptionBudget] = []
+        for obj in self._budgets:
+            spec = obj.model.spec
+            if spec is None:
+                continue
+            chosen = [
+                name
+                for ns, name, labels in pods
+                if ns == obj.namespace and _selects(spec.selector, labels)
+            ]
+            if not chosen:
+                continue
+            allowed = _allowed(obj.model, len(chosen))
+            if allowed is not None:
+                out.append(
+                    DisruptionBudget(
+                        name=obj.name,
+                        namespace=obj.namespace,
+                        pods=tuple(sorted(chosen)),
+                        disruptions_allowed=max(0, allowed),
+                    )
+                )
+        return out
+
     @staticmethod
-    def _own(pod: PodInfo) -> str | None:
+    def own(pod: PodInfo) -> str | None:
+        """Why ``pod`` itself says it tolerates no disruption (its annotations or label),
+        None if it does not say so."""
         if pod.annotations.get(ANN_GANGPLAN_PREEMPTIBLE) == "false":
             return f"annotation {ANN_GANGPLAN_PREEMPTIBLE}: false"
         if pod.annotations.get(ANN_VOLCANO_PREEMPTABLE) == "false":

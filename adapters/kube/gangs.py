@@ -455,7 +455,9 @@ class GangAssembler:
     ) -> Draft | None:
         """A running pod (None: its node is not in the snapshot, listed), with what preemption
         needs: its gang's ``minimum`` (elastic victims), its start time as its gang's
-        admission, and whether it tolerates disruption."""
+        admission, and whether it tolerates disruption; and what a move needs: its own
+        nodeSelector, required affinity and tolerations, and its controller
+        (:mod:`gangplan.adapters.kube.owners`)."""
         who = f"{p.namespace}/{p.name}"
         ids = self._node_devices.get(p.node_name or "")
         if ids is None:
@@ -490,6 +492,11 @@ class GangAssembler:
             "expected_end": None
             if p.started is None or p.deadline is None
             else p.started + p.deadline,
+            # where it may go if its gang moves, and who recreates it once evicted
+            "node_selector": p.node_selector,
+            "node_affinity": [t.model_dump() for t in p.affinity],
+            "tolerations": [t.model_dump() for t in p.tolerations],
+            "owner": p.owner if isinstance(p.owner, str) else p.owner.model_dump(),
         }
         return Draft(data, p.source, "Pod", who)
 

@@ -22,6 +22,7 @@ from typing import Any
 from gangplan.adapters.kube import workloads as wl
 from gangplan.adapters.kube.objects import KubeObject, Registry
 from gangplan.adapters.kube.options import KubeOptions
+from gangplan.adapters.kube.owners import owner_of, owner_refs
 from gangplan.adapters.kube.pods import (
     GroupRef,
     PodInfo,
@@ -273,6 +274,7 @@ class PodReader:
         except PodProblem as err:
             summary.skip_object(obj, REASON_NOT_MAPPED, str(err))
             return None
+        pod.owner = owner_of(owner_refs(meta.owner_references), obj.name, labels, annotations)
         if pod.node_name:
             status = obj.model.status
             pod.started = epoch(status.start_time) if status is not None else None

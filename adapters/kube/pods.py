@@ -33,12 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 from gangplan.adapters.jsontext import JSONTextError, loads_bounded
 from gangplan.models import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    PodOwner,
     Toleration,
 )
 from gangplan.models.quantity import QuantityError, is_byte_resource, parse_quantity
@@ -148,6 +149,8 @@ class PodInfo:
     preemptible: bool = True
     preemptible_why: str = ""
     """why not, when not (:mod:`gangplan.adapters.kube.disruption`)"""
+    owner: PodOwner | Literal["none"] = "none"
+    """a real pod's controller and its index (:mod:`gangplan.adapters.kube.owners`)"""
 
 
 def epoch(ts: Any) -> float | None:

@@ -190,7 +190,8 @@ def _convert(
     queues = QueueBook(reg, summary)
     reader = PodReader(summary, opts, priorities)
     pods = reader.read_pods(reg, layouts)
-    Disruptions(reg).mark(pods)
+    disruptions = Disruptions(reg)
+    disruptions.mark(pods)
     predicted = predict_pods(
         reg, summary, reader, opts.scheduler_names, room=max(0, MAX_PODS - len(pods))
     )
@@ -210,6 +211,10 @@ def _convert(
     parts.set_queues(queues.finish())
     for draft in gangs.running:
         parts.add_running(draft)
+    labels = {(p.namespace, p.name): p.labels for p in pods if p.node_name}
+    parts.budgets = disruptions.budgets(
+        (rp.namespace, rp.name, labels.get((rp.namespace, rp.name), {})) for rp in parts.running
+    )
     for draft in gangs.gangs:
         parts.add_gang(draft)
     kept = {g.key for g in parts.gangs}

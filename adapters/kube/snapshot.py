@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from gangplan.adapters.kube.bounds import SnapshotBounds, node_device_count
 from gangplan.adapters.kube.options import KubeInputError
 from gangplan.adapters.kube.summary import REASON_INVALID, ReadSummary
-from gangplan.models import Gang, Node, RunningPod, Snapshot, SnapshotError
+from gangplan.models import DisruptionBudget, Gang, Node, RunningPod, Snapshot, SnapshotError
 from gangplan.models.instance import format_loc
 
 __all__ = ["Draft", "SnapshotParts"]
@@ -89,6 +89,7 @@ class SnapshotParts:
         }
         self.nodes: dict[str, Node] = {}
         self.running: list[RunningPod] = []
+        self.budgets: list[DisruptionBudget] = []
         self.gangs: list[Gang] = []
         self.bounds = SnapshotBounds()
         self._holders: dict[tuple[str, str], list[RunningPod]] = {}
@@ -243,6 +244,7 @@ class SnapshotParts:
                 "nodes": tuple(self.nodes.values()),
                 "running": tuple(self.running),
                 "gangs": tuple(self.gangs),
+                "disruption_budgets": tuple(self.budgets),
                 "metadata": metadata,
             }
         )

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from gangplan.adapters.kube import workloads as wl
+from gangplan.adapters.kube.disruption import Disruptions
 from gangplan.adapters.kube.docs import Document
 from gangplan.adapters.kube.gangs import GANG_OBJECTS, GangAssembler
 from gangplan.adapters.kube.nodes import (
@@ -606,6 +607,12 @@ class LiveSnapshot:
                     "node": node,
                     "requests": quantities(req),
                     "devices": [d for d in devices if d in ids],
+                    # as the dump reader keeps them: what a move of its gang must respect
+                    "preemptible": Disruptions.own(info) is None,
+                    "node_selector": info.node_selector,
+                    "node_affinity": [t.model_dump() for t in info.affinity],
+                    "tolerations": [t.model_dump() for t in info.tolerations],
+                    "owner": info.owner if isinstance(info.owner, str) else info.owner.model_dump(),
                 }
             )
         except ValidationError:

@@ -33,7 +33,16 @@ from gangplan.solver.judges.verify_evictions import EVICTION_CHECKS
 from gangplan.solver.judges.verify_reservations import RESERVATION_CHECKS
 from gangplan.topology import NODE_LEVEL, Topology, build_topology
 
-__all__ = ["CHECKS", "Violation", "check_outcomes", "verify"]
+__all__ = [
+    "CHECKS",
+    "Violation",
+    "check_capacity",
+    "check_node_readiness",
+    "check_outcomes",
+    "check_selectors",
+    "verify",
+    "wave_context",
+]
 
 
 @dataclass(frozen=True)
@@ -51,9 +60,16 @@ class Violation:
 class _Ctx:
     snapshot: Snapshot
     plan: Plan
-    topo: Topology
+    _topo: Topology | None
     pods: list[tuple[PodPlacement, Gang, Role]]  # pods whose gang and role exist
     _gone: dict[str, set[tuple[str, str]]] | None = None
+
+    @property
+    def topo(self) -> Topology:
+        """The snapshot's topology (built when a check first asks)."""
+        if self._topo is None:
+            self._topo = build_topology(self.snapshot)
+        return self._topo
 
     def free(self, node: str) -> NodeFree:
         """What the running pods the plan keeps leave on ``node``."""
@@ -83,6 +99,14 @@ def verify(snapshot: Snapshot, plan: Plan, *, topology: Topology | None = None) 
     for check in CHECKS:
         out.extend(check(ctx))
     return out
+
+
+def wave_context(snapshot: Snapshot, pods: list[tuple[PodPlacement, Gang, Role]]) -> _Ctx:
+    """A context for checking placements that are no plan's pods, each with the gang and
+    role it is judged as: what the move verifier runs :func:`check_node_readiness`,
+    :func:`check_selectors` and :func:`check_capacity` on, for one wave's placements on the
+    state the earlier waves left (:mod:`gangplan.solver.judges.verify_moves`)."""
+    return _Ctx(snapshot, Plan(), None, list(pods))
 
 
 def check_references(ctx: _Ctx) -> Iterator[Violation]:

@@ -4,12 +4,15 @@ and the move plan that gets there (``docs/solver.md``, "Replan").
 Overview (:func:`replan`):
 
 1. :func:`movable_gangs`: the running gangs that may move — every pod tolerates disruption
-   (``preemptible``), the gang is charged to a queue, a wave's budgets let it move whole
-   (:func:`why_not_movable`); optionally only the
-   ``max_candidates`` most promising (those on the emptiest leaves first);
+   (``preemptible``) and has an owner that creates it again once evicted, where it can be
+   followed (:func:`~gangplan.models.why_not_recreated`), the gang is charged to a queue, a
+   wave's budgets (the settings' and the snapshot's PodDisruptionBudgets) let it move whole
+   (:func:`why_not_movable`); optionally only the ``max_candidates`` most promising (those
+   on the emptiest leaves first);
 2. :func:`move_snapshot`: the snapshot with each movable gang a victim of the preemption
    model and a pending **copy** of it (same pods by name, same queue and priority, roles by
-   identical requests, a multi-pod gang's required to stay within the lowest topology
+   identical requests and the pods' own nodeSelector, affinity and tolerations, a multi-pod
+   gang's required to stay within the lowest topology
    domain that holds all its pods now (a single-pod gang's may go anywhere: moving it out
    is what frees a leaf), on its GPU model, never preempting anyone, charged to
    :data:`MOVES_QUEUE`); other running pods stay put;
@@ -56,6 +59,7 @@ from gangplan.models import (
     Snapshot,
     TopologyConstraint,
     WaveLimits,
+    why_not_recreated,
 )
 from gangplan.solver.context import CycleContext
 from gangplan.solver.cycle import run_baseline_in
@@ -63,7 +67,7 @@ from gangplan.solver.judges.fairness import FairShares, fair_shares
 from gangplan.solver.judges.fragmentation import Workload
 from gangplan.solver.judges.score import Score, score
 from gangplan.solver.judges.verify import verify
-from gangplan.solver.judges.verify_moves import MoveViolation, verify_moves
+from gangplan.solver.judges.verify_moves import MoveViolation, after_waves, verify_moves
 from gangplan.solver.model.builder import solve_model
 from gangplan.solver.model.moves import MoveSpec
 from gangplan.solver.placers.baselines import BASELINES
@@ -216,11 +220,18 @@ def stranded_gpus(view: dict[str, dict[str, int]], pod_gpus: int) -> int:
 
 def why_not_movable(rg: RunningGang, limits: WaveLimits | None = None) -> str | None:
     """Why running gang ``rg`` may not move (None: it may): a pod that tolerates no
-    disruption, no queue, a pod without requests, or — a gang is evicted whole in one wave
-    (:class:`~gangplan.models.WaveLimits`) — more pods on one node, in one namespace or
-    under one PodDisruptionBudget than a wave may move."""
+    disruption, a pod that nothing recreates where it can be followed once evicted
+    (:func:`~gangplan.models.why_not_recreated`: a bare pod, a Deployment's, an owner kind
+    not known to recreate its pods), no queue, a pod without requests, or — a gang is
+    evicted whole in one wave (:class:`~gangplan.models.WaveLimits`) — more pods on one
+    node, in one namespace or under one PodDisruptionBudget than a wave may move (the
+    ``limits``' budgets: :func:`replan` adds the snapshot's)."""
     if not rg.preemptible:
         return "not preemptible"
+    for p in rg.pods:
+        why = why_not_recreated(p.owner)
+        if why is not None:
+            return f"not recreated: pod {p.name} is {why}"
     if rg.queue is None:
         return "of no queue"
     if not all(p.requests for p in rg.pods):
@@ -273,19 +284,31 @@ def movable_gangs(
 
 
 def _copy_gang(snapshot: Snapshot, topo: Topology, rg: RunningGang, name: str) -> Gang:
-    by_req: dict[tuple[tuple[str, int], ...], list[RunningPod]] = defaultdict(list)
+    """The pending copy of running gang ``rg`` (module docstring, step 2): one role per
+    set of its pods alike in requests, nodeSelector, required affinity and tolerations (a
+    moved pod goes only where its own rules let it)."""
+    by_req: dict[tuple[object, ...], list[RunningPod]] = defaultdict(list)
     for p in rg.pods:
-        by_req[tuple(sorted(p.requests.items()))].append(p)
+        alike = (
+            tuple(sorted(p.requests.items())),
+            tuple(sorted(p.node_selector.items())),
+            p.node_affinity,
+            p.tolerations,
+        )
+        by_req[alike].append(p)
     # model_construct: the requests are in base units already (validating would parse them
     # again as quantities, e.g. 1000 milli-CPU as 1000 CPUs)
     roles = tuple(
         Role.model_construct(
             name=f"r{j}",
             count=len(pods),
-            requests=dict(req),
+            requests=dict(pods[0].requests),
+            node_selector=dict(pods[0].node_selector),
+            node_affinity=pods[0].node_affinity,
+            tolerations=pods[0].tolerations,
             pod_names=tuple(p.name + COPY_SUFFIX for p in pods),
         )
-        for j, (req, pods) in enumerate(by_req.items())
+        for j, pods in enumerate(by_req.values())
     )
     required = None
     if rg.size > 1:
@@ -530,6 +553,9 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
     """The frontier and the move plan (module docstring). Never raises for "nothing to
     move": the frontier then has budget 0 only."""
     st = settings or ReplanSettings()
+    if snapshot.disruption_budgets:  # the cluster's budgets bind every wave
+        pdbs = (*snapshot.disruption_budgets, *st.limits.budgets)
+        st = dataclasses.replace(st, limits=st.limits.model_copy(update={"budgets": pdbs}))
     started = time.monotonic()
     topo = build_topology(snapshot)
     movable = movable_gangs(snapshot, st.max_candidates, st.limits)
@@ -709,9 +735,8 @@ def _finish(
     final = Plan(gangs=tuple(gangs), pods=tuple(pending))
     mp = plan_waves(snapshot, dict(targets), final, st.limits)
     where = {(p.namespace, p.pod): p.to.node for m in mp.moves for p in m.pods}
-    violations = verify_moves(snapshot, mp, target=where)
-    after = _after_moves(snapshot, mp)
-    plan_violations = [str(v) for v in verify(after, mp.final)]
+    violations = verify_moves(snapshot, mp, target=where, limits=st.limits, final=False)
+    plan_violations = [str(v) for v in verify(after_waves(snapshot, mp), mp.final)]
     return ReplanResult(
         frontier=frontier,
         move_snapshot=s2,

@@ -16,6 +16,7 @@ import pytest
 from gangplan.models import (
     DisruptionBudget,
     GangMove,
+    GangOutcome,
     MovedPod,
     MovePlan,
     Plan,
@@ -99,7 +100,14 @@ def test_a_chain_takes_two_waves() -> None:
     pdb = DisruptionBudget(name="ab", pods=("a", "b"), disruptions_allowed=1)
     mp2 = plan_waves(s, targets, Plan(), WaveLimits(budgets=(pdb,)))
     assert [[m.gang for m in w.moves] for w in mp2.waves] == [["default/b"], ["default/a"]]
-    assert verify_moves(s, mp2, target={("default", "a"): "n2", ("default", "b"): "n3"}) == []
+    limits = WaveLimits(budgets=(pdb,))
+    assert (
+        verify_moves(s, mp2, target={("default", "a"): "n2", ("default", "b"): "n3"}, limits=limits)
+        == []
+    )
+    # the PDB is the verifier's (the cluster's), not the plan's: one wave moving both is
+    # refused, whatever the plan file says its limits were
+    assert {v.rule for v in verify_moves(s, mp, limits=limits)} == {"disruption_budget"}
 
 
 def test_a_swap_goes_in_one_wave_or_is_left_out() -> None:
@@ -211,7 +219,10 @@ def test_random_move_plans_pass_the_verifier(seed: int) -> None:
     limits = WaveLimits(max_moving_per_node=rng.choice([1, 2, 3]))
     mp = plan_waves(s, targets, Plan(), limits)
     moved = {(p.namespace, p.pod) for m in mp.moves for p in m.pods}
-    assert verify_moves(s, mp, target={k: v for k, v in want.items() if k in moved}) == []
+    assert (
+        verify_moves(s, mp, target={k: v for k, v in want.items() if k in moved}, limits=limits)
+        == []
+    )
     left = {x.gang for x in mp.left_out}
     assert left | {m.gang for m in mp.moves} == set(targets)
 
@@ -276,13 +287,16 @@ def test_refuses_a_broken_disruption_budget() -> None:
         ),
     )
     pdb = DisruptionBudget(name="b", pods=("b-0", "b-1"), disruptions_allowed=1)
-    plan = MovePlan(waves=(Wave(index=0, moves=(move,)),), limits=WaveLimits(budgets=(pdb,)))
-    assert rules(plan, s) == {"disruption_budget"}
-    ok = MovePlan(
-        waves=(Wave(index=0, moves=(move,)),),
-        limits=WaveLimits(budgets=(pdb.model_copy(update={"disruptions_allowed": 2}),)),
-    )
-    assert rules(ok, s) == set()
+    plan = MovePlan(waves=(Wave(index=0, moves=(move,)),))
+    assert rules(plan, s, limits=WaveLimits(budgets=(pdb,))) == {"disruption_budget"}
+    loose = WaveLimits(budgets=(pdb.model_copy(update={"disruptions_allowed": 2}),))
+    assert rules(plan, s, limits=loose) == set()
+    # the snapshot's own budgets (the cluster's, an instance's disruption_budgets) count too
+    s2 = s.model_copy(update={"disruption_budgets": (pdb,)})
+    assert rules(plan, s2) == {"disruption_budget"}
+    # a plan that carries a looser budget of the same name changes nothing
+    forged = plan.model_copy(update={"limits": loose})
+    assert rules(forged, s2) == {"disruption_budget"}
 
 
 def test_refuses_a_per_node_budget_exceeded() -> None:
@@ -298,13 +312,14 @@ def test_refuses_a_per_node_budget_exceeded() -> None:
             ),
         ),
     )
-    assert rules(MovePlan(waves=(Wave(index=0, moves=moves),)), s) == set()
-    tight = MovePlan(waves=(Wave(index=0, moves=moves),), limits=WaveLimits(max_moving_per_node=1))
-    assert rules(tight, s) == {"budgets"}
-    ns = MovePlan(
-        waves=(Wave(index=0, moves=moves),), limits=WaveLimits(max_moving_per_namespace=2)
-    )
-    assert rules(ns, s) == {"budgets"}
+    plan = MovePlan(waves=(Wave(index=0, moves=moves),))
+    assert rules(plan, s) == set()
+    assert rules(plan, s, limits=WaveLimits(max_moving_per_node=1)) == {"budgets"}
+    assert rules(plan, s, limits=WaveLimits(max_moving_per_namespace=2)) == {"budgets"}
+    # the caps are the verifier's: a plan claiming a cap of 1 is not held to it, and one
+    # claiming 3 (with 3 pods leaving a node) is held to the default of 2
+    claims = plan.model_copy(update={"limits": WaveLimits(max_moving_per_node=1)})
+    assert rules(claims, s) == set()
 
 
 def test_refuses_a_gang_partly_moved() -> None:
@@ -349,8 +364,142 @@ def test_refuses_final_pods_that_do_not_fit_the_last_state() -> None:
     )
     assert "capacity" in rules(MovePlan(final=final), s)
     fine = Plan(
+        gangs=(GangOutcome(gang="g", admitted=True, placed=1, roles={"w": 1}),),
         pods=(
             PodPlacement(pod="g-w-0", gang="g", role="w", node="n3", gpus=tuple(gpus(*range(6)))),
-        )
+        ),
     )
     assert rules(MovePlan(final=fine), s) == set()
+    # the final plan is checked by the plan verifier in full: one without its outcomes is not
+    assert rules(MovePlan(final=fine.model_copy(update={"gangs": ()})), s) == {"references"}
+
+
+# ------------------------------------------------ the plan verifier's rules, on every wave
+# Issue 26, finding 4: the move verifier accepted a target that is cordoned, NotReady,
+# NoExecute-tainted, of another GPU model, outside the pod's own nodeSelector, 4-GPU pods
+# given no devices, and moves of gangs that tolerate no disruption or that nothing recreates.
+# Each case below was accepted (rules == set()) before the fix.
+
+
+def _one_move(node: str = "n2", devs: list[str] | None = None, pod_name: str = "a") -> MovePlan:
+    """a (4 GPUs on n1) moves to ``node`` on ``devs`` (default gpu-0..3)."""
+    d = gpus(0, 1, 2, 3) if devs is None else devs
+    move = GangMove(
+        gang=f"default/{pod_name}", pods=(_move(pod_name, "n1", node, d, f"default/{pod_name}"),)
+    )
+    return MovePlan(waves=(Wave(index=0, moves=(move,)),))
+
+
+def _two_nodes(
+    n2: dict[str, Any], a: dict[str, Any] | None = None, n1: dict[str, Any] | None = None
+) -> Snapshot:
+    """n1 (holding a, 4 GPUs) and an empty n2 with the fields ``n2``."""
+    data = {
+        "apiVersion": "gangplan.io/v1alpha1",
+        "kind": "Instance",
+        "nodes": [
+            {"name": "n1", "allocatable": {GPU: 8}, **(n1 or {})},
+            {"name": "n2", "allocatable": {GPU: 8}, **n2},
+        ],
+        "queues": [{"name": "q"}],
+        "running": [{**pod("a", "n1", 4), **(a or {})}],
+    }
+    return load_instance(data)[0]
+
+
+@pytest.mark.parametrize(
+    ("n2", "a", "rule"),
+    [
+        # cordoned (kubectl cordon: spec.unschedulable)
+        ({"unschedulable": True}, None, "readiness"),
+        # NotReady
+        ({"ready": False}, None, "readiness"),
+        # a NoExecute taint a does not tolerate
+        ({"taints": [{"key": "maint", "effect": "NoExecute"}]}, None, "readiness"),
+        # a NoSchedule taint a does not tolerate
+        (
+            {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]},
+            None,
+            "readiness",
+        ),
+        # a's own nodeSelector pool=a; n2 is pool b
+        ({"labels": {"pool": "b"}}, {"node_selector": {"pool": "a"}}, "selector"),
+        # a's own required affinity: zone In [z1]; n2 is z2
+        (
+            {"labels": {"zone": "z2"}},
+            {
+                "node_affinity": [
+                    {"match_expressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}
+                ]
+            },
+            "affinity",
+        ),
+    ],
+    ids=["cordoned", "not-ready", "no-execute", "no-schedule", "selector", "affinity"],
+)
+def test_refuses_a_target_the_pod_may_not_go_to(
+    n2: dict[str, Any], a: dict[str, Any] | None, rule: str
+) -> None:
+    s = _two_nodes(n2, a)
+    assert rules(_one_move(), s) == {rule}
+
+
+def test_accepts_a_target_the_pod_tolerates_and_selects() -> None:
+    # the same taint and selector, now tolerated and matched: the move is valid
+    s = _two_nodes(
+        {"labels": {"pool": "a"}, "taints": [{"key": "maint", "effect": "NoExecute"}]},
+        {"node_selector": {"pool": "a"}, "tolerations": [{"key": "maint", "operator": "Exists"}]},
+    )
+    assert rules(_one_move(), s) == set()
+
+
+def test_refuses_another_gpu_model() -> None:
+    # a runs on an A100 node; n2 has H100s: a pod asking GPUs stays on its model
+    s = _two_nodes({"gpu_model": "H100"}, n1={"gpu_model": "A100"})
+    assert rules(_one_move(), s) == {"gpu_model"}
+    same = _two_nodes({"gpu_model": "A100"}, n1={"gpu_model": "A100"})
+    assert rules(_one_move(), same) == set()
+
+
+def test_refuses_a_4_gpu_pod_given_no_devices() -> None:
+    s = _two_nodes({})
+    assert rules(_one_move(devs=[]), s) == {"devices"}
+    # given devices that n2 does not have
+    assert rules(_one_move(devs=gpus(5, 6, 7, 8)), s) == {"devices"}
+
+
+def test_refuses_a_gang_that_tolerates_no_disruption() -> None:
+    s = _two_nodes({}, {"preemptible": False})
+    assert rules(_one_move(), s) == {"preemptible"}
+
+
+@pytest.mark.parametrize(
+    ("owner", "movable"),
+    [
+        ("none", False),  # a bare pod: an eviction deletes it for good
+        ({"api_version": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9"}, False),
+        ({"api_version": "apps/v1", "kind": "DaemonSet", "name": "agent"}, False),
+        ({"api_version": "batch/v1", "kind": "Job", "name": "j"}, False),  # no index
+        ({"api_version": "ray.io/v1", "kind": "RayCluster", "name": "r"}, False),  # unknown
+        ({"api_version": "apps/v1", "kind": "StatefulSet", "name": "a", "index": "0"}, True),
+        ({"api_version": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "a"}, True),
+        ({"api_version": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "a"}, True),
+        ({"api_version": "batch/v1", "kind": "Job", "name": "a-w-0", "index": "0"}, True),
+        (None, True),  # not stated: the file's word
+    ],
+    ids=[
+        "bare",
+        "replicaset",
+        "daemonset",
+        "job-no-index",
+        "unknown-kind",
+        "statefulset",
+        "volcano",
+        "pytorchjob",
+        "indexed-job",
+        "unstated",
+    ],
+)
+def test_moves_only_pods_their_owner_recreates(owner: Any, movable: bool) -> None:
+    s = _two_nodes({}, {"owner": owner} if owner is not None else None)
+    assert rules(_one_move(), s) == (set() if movable else {"recreated"})
