@@ -3,7 +3,10 @@
 Every field has a default, so an empty file is a valid configuration (gate mode, a cycle
 every 2 s). Unknown fields are errors (a typo is not silently ignored), and a bad value is
 reported with the file, the field's path and what is accepted, e.g.
-``serve.yaml: mode: is 'bnd' (accepted: 'gate', 'bind')``. A ConfigMap (``kind:
+``serve.yaml: mode: is 'bnd' (accepted: 'gate', 'bind')``; an unknown key is answered with
+the fields of its own level. Types are checked as written (``true`` is no port number, ``1``
+no boolean); resource names must be distinct extended resources (no ``cpu``); namespace and
+Lease names follow Kubernetes' name rules. A ConfigMap (``kind:
 ConfigMap``, as ``deploy/configmap.yaml``) is read too: its ``data.serve.yaml``.
 
 Durations are seconds. The fields (the defaults in ``deploy/configmap.yaml`` and
@@ -21,6 +24,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -56,12 +61,24 @@ class LeaderElection(_Strict):
     """Leader election through a ``coordination.k8s.io/v1`` Lease (client-go's defaults:
     15 s lease, renew every 2 s, give up after 10 s without a renewal)."""
 
-    enabled: bool = True
+    enabled: StrictBool = True
     namespace: str = "gangplan-system"
+    """the Lease's namespace (a DNS-1123 label)"""
     name: str = "gangplan"
+    """the Lease's name (a DNS-1123 subdomain)"""
     lease_duration_s: float = Field(15.0, gt=0, le=3600)
     renew_deadline_s: float = Field(10.0, gt=0, le=3600)
     retry_period_s: float = Field(2.0, gt=0, le=600)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        return _dns_label(v)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _dns_subdomain(v, "a Lease's name")
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaderElection:
@@ -88,8 +105,63 @@ JITTER_FACTOR = 1.2
 """client-go's ``leaderelection.JitterFactor``."""
 
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-"""What ``spec.schedulerName`` accepts: a DNS-1123 subdomain (``IsDNS1123Subdomain`` in
-``k8s.io/apimachinery/pkg/util/validation/validation.go``)."""
+"""What ``spec.schedulerName`` and an object's name accept: a DNS-1123 subdomain
+(``IsDNS1123Subdomain`` in ``k8s.io/apimachinery/pkg/util/validation/validation.go``)."""
+
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+"""What a namespace's name accepts: a DNS-1123 label of at most 63 characters
+(``IsDNS1123Label``, same file)."""
+
+QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+"""The name part of a qualified name, at most 63 characters (``IsQualifiedName``, same file)."""
+
+
+def _dns_label(v: str) -> str:
+    if len(v) > 63 or not DNS1123_LABEL.fullmatch(v):
+        raise ValueError(
+            f"{v!r} is not a namespace name (a DNS-1123 label: at most 63 lower-case letters, "
+            "digits and '-', starting and ending with a letter or digit)"
+        )
+    return v
+
+
+def _dns_subdomain(v: str, what: str) -> str:
+    if len(v) > 253 or not DNS1123_SUBDOMAIN.fullmatch(v):
+        raise ValueError(
+            f"{v!r} is not {what} (a DNS-1123 subdomain: lower-case letters, digits, '-' and "
+            "'.', starting and ending with a letter or digit)"
+        )
+    return v
+
+
+def extended_resource_problem(name: str) -> str | None:
+    """Why ``name`` is not an extended resource name (None: it is one), by the rule of
+    ``IsExtendedResourceName`` (``k8s.io/kubernetes/pkg/apis/core/v1/helper/helpers.go``): a
+    qualified name ``domain/name`` outside the ``kubernetes.io`` domain, not starting with
+    ``requests.``. A name without a domain (``cpu``, ``memory``, ``pods``,
+    ``ephemeral-storage``, ``hugepages-2Mi``) is a core resource the kubelet accounts for
+    itself: no device plugin advertises it, and a pod's request of it is no GPU."""
+    if not name:
+        return "is empty"
+    if "/" not in name:
+        return "is a core resource (no domain/ prefix), not a device plugin's"
+    if "kubernetes.io/" in name:
+        return "is in the kubernetes.io domain, Kubernetes' own resources"
+    if name.startswith("requests."):
+        return "starts with 'requests.', a ResourceQuota's prefix"
+    prefix, _, rest = name.partition("/")
+    quota_prefix = f"requests.{prefix}"
+    if (
+        len(quota_prefix) > 253
+        or not DNS1123_SUBDOMAIN.fullmatch(quota_prefix)
+        or len(rest) > 63
+        or not QUALIFIED_NAME.fullmatch(rest)
+    ):
+        return (
+            "is not a qualified name (a DNS-1123 subdomain, '/', and a name of letters, "
+            "digits, '-', '_' and '.')"
+        )
+    return None
 
 
 class ServeConfig(_Strict):
@@ -105,7 +177,7 @@ class ServeConfig(_Strict):
     """seconds between cycles (sooner when a gang becomes complete)"""
     time_limit_s: float = Field(5.0, ge=0.05, le=3600)
     """the solver's wall-clock budget per cycle"""
-    workers: int = Field(2, ge=1, le=256)
+    workers: StrictInt = Field(2, ge=1, le=256)
     """CP-SAT search workers"""
     topology_labels: str | None = None
     """a preset (``kueue``, ``gke``, ``eks``, ``topograph``, ``topograph-v0``) or
@@ -113,11 +185,13 @@ class ServeConfig(_Strict):
     device_layout: str | None = None
     """a device layout template (``hgx8``, ``pcie4``) or file for nodes without a Device"""
     gpu_resource: str = "nvidia.com/gpu"
+    """the GPUs' extended resource name (a device plugin's, e.g. ``amd.com/gpu``)"""
     nic_resource: str = "rdma/hca"
+    """the RDMA NICs' extended resource name; distinct from ``gpu_resource``"""
     queue_source: Literal["volcano", "kueue", "elasticquota", "none"] = "volcano"
     """which queue objects are watched"""
-    default_queue: str = "default"
-    namespaces: tuple[str, ...] = ()
+    default_queue: str = Field("default", min_length=1)
+    namespaces: tuple[str, ...] = Field((), strict=False)
     """plan pending pods of these namespaces only (empty: all); running pods of every
     namespace always count"""
     assume_ttl_s: float = Field(30.0, gt=0, le=86_400)
@@ -126,17 +200,17 @@ class ServeConfig(_Strict):
     """a gang not fully bound this long after its plan is taken back whole"""
     backoff_initial_s: float = Field(10.0, gt=0, le=86_400)
     backoff_max_s: float = Field(600.0, gt=0, le=86_400)
-    dry_run: bool = False
+    dry_run: StrictBool = False
     """print the patches and bindings instead of sending them"""
-    preemption: bool = False
+    preemption: StrictBool = False
     """plan with the queues' preemption policies on (a gang may evict lower-priority
     running gangs): victims go through the Eviction API, together, before the preemptor"""
     event_interval_s: float = Field(60.0, ge=0, le=86_400)
     """the same FailedScheduling Event of a pod is not posted again within this time"""
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
-    metrics_port: int = Field(8080, ge=0, le=65_535)
+    metrics_port: StrictInt = Field(8080, ge=0, le=65_535)
     """``/metrics``, ``/healthz``, ``/readyz`` (0: no server)"""
-    identity: str | None = None
+    identity: str | None = Field(None, min_length=1)
     """this replica's name in the Lease (default: the pod's hostname)"""
 
     @field_validator("topology_labels")
@@ -160,6 +234,36 @@ class ServeConfig(_Strict):
             except OptionError as err:
                 raise ValueError(str(err).removeprefix("--device-layout ")) from None
         return v
+
+    @field_validator("gpu_resource", "nic_resource")
+    @classmethod
+    def _resource(cls, v: str) -> str:
+        why = extended_resource_problem(v)
+        if why is not None:
+            example = "'nvidia.com/gpu'"
+            raise ValueError(f"{v!r} {why}; give an extended resource name such as {example}")
+        return v
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for ns in v:
+            _dns_label(ns)
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServeConfig:
+        if self.gpu_resource == self.nic_resource:
+            raise ValueError(
+                f"gpu_resource and nic_resource are both {self.gpu_resource!r}: a device is a "
+                "GPU or a NIC, so give two distinct resource names"
+            )
+        if self.backoff_initial_s > self.backoff_max_s:
+            raise ValueError(
+                f"backoff_initial_s ({self.backoff_initial_s:g}) is above backoff_max_s "
+                f"({self.backoff_max_s:g}): the first wait would already pass the longest"
+            )
+        return self
 
     @field_validator("scheduler_name")
     @classmethod
@@ -210,10 +314,26 @@ CONFIG_KEY = "serve.yaml"
 def _from_config_map(cm: dict[str, Any], p: Path) -> dict[str, Any]:
     """The configuration a ConfigMap holds under ``data.serve.yaml`` (as mounted in the
     pod), so ``--config deploy/configmap.yaml`` reads what the Deployment reads."""
-    text = (cm.get("data") or {}).get(CONFIG_KEY)
-    if not isinstance(text, str):
-        keys = ", ".join(map(str, (cm.get("data") or {}))) or "none"
+    cm_data = cm.get("data") or {}
+    if not isinstance(cm_data, dict):
+        raise ConfigError(
+            [
+                f"{p}: data: is a {type(cm_data).__name__}, not a mapping (a ConfigMap's data "
+                f"maps keys to strings, the configuration under {CONFIG_KEY})"
+            ]
+        )
+    text = cm_data.get(CONFIG_KEY)
+    if text is None:
+        keys = ", ".join(map(str, cm_data)) or "none"
         raise ConfigError([f"{p}: a ConfigMap without data.{CONFIG_KEY} (its data keys: {keys})"])
+    if not isinstance(text, str):
+        raise ConfigError(
+            [
+                f"{p}: data.{CONFIG_KEY}: is a {type(text).__name__}, not a string (a "
+                "ConfigMap's data values are strings: write the configuration as a block, "
+                f"'{CONFIG_KEY}: |')"
+            ]
+        )
     try:
         data = yaml_input.load(text) or {}
     except yaml.YAMLError as err:
@@ -233,7 +353,8 @@ def _problem(e: Any) -> str:
     kind, ctx = e["type"], e.get("ctx") or {}
     got = f"is {e['input']!r}" if "input" in e else "is wrong"
     if kind == "extra_forbidden":
-        return f"{loc}: not a field (accepted: {', '.join(ServeConfig.model_fields)})"
+        fields = ", ".join(_model_at(e["loc"][:-1]).model_fields)
+        return f"{loc}: not a field (accepted: {fields})"
     if kind == "missing":
         return f"{loc}: required field is missing"
     if kind == "finite_number":
@@ -255,13 +376,33 @@ def _problem(e: Any) -> str:
         "bool_type": "true or false",
         "string_type": "a string",
         "list_type": "a list",
+        "tuple_type": "a list",
         "dict_type": "a mapping",
         "model_type": "a mapping",
     }
     if kind in simple:
         return f"{loc}: {got} (accepted: {simple[kind]})"
+    if kind == "string_too_short":
+        return f"{loc}: {got} (accepted: a non-empty string)"
     msg = str(e["msg"]).removeprefix("Value error, ")
-    return f"{loc}: {msg}" + (f" (got {e['input']!r})" if "input" in e else "")
+    if not e["loc"]:
+        return msg  # a rule across fields: the message names them
+    echo = "input" in e and repr(e["input"]) not in msg
+    return f"{loc}: {msg}" + (f" (got {e['input']!r})" if echo else "")
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
+    """The model whose fields are at ``loc`` (``()``: the top level; ``("leader_election",)``:
+    :class:`LeaderElection`)."""
+    model: type[BaseModel] = ServeConfig
+    for part in loc:
+        info = model.model_fields.get(str(part))
+        if info is None or not (
+            isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+        ):
+            break
+        model = info.annotation
+    return model
 
 
 def _accepted(loc: tuple[int | str, ...]) -> str:

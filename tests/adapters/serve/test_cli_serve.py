@@ -311,6 +311,33 @@ def test_apply_sends_no_eviction_and_refuses_a_plan_that_needs_one(
             "period_s: nan is not a number of seconds; give a number greater than 0 and at "
             "most 3600",
         ),
+        # issue 26, finding 10: each of these passed validation before (and a cycle then
+        # failed on every snapshot, or a bool stood for a number)
+        (
+            "gpu_resource: cpu\n",
+            "gpu_resource: 'cpu' is a core resource (no domain/ prefix), not a device plugin's; "
+            "give an extended resource name such as 'nvidia.com/gpu'\n",
+        ),
+        ("gpu_resource: kubernetes.io/gpu\n", "gpu_resource: 'kubernetes.io/gpu' is in the"),
+        ("nic_resource: memory\n", "nic_resource: 'memory' is a core resource"),
+        (
+            "gpu_resource: rdma/hca\n",
+            "gpu_resource and nic_resource are both 'rdma/hca': a device is a GPU or a NIC, so "
+            "give two distinct resource names\n",
+        ),
+        ("metrics_port: true\n", "metrics_port: is True (accepted: a whole number)"),
+        ("dry_run: 1\n", "dry_run: is 1 (accepted: true or false)"),
+        ("namespaces: ml\n", "namespaces: is 'ml' (accepted: a list)"),
+        ("namespaces: [Bad_NS]\n", "namespaces: 'Bad_NS' is not a namespace name"),
+        ("default_queue: ''\n", "default_queue: is '' (accepted: a non-empty string)"),
+        ("leader_election: {name: 'A B'}\n", "leader_election.name: 'A B' is not a Lease's"),
+        ("backoff_initial_s: 700\n", "backoff_initial_s (700) is above backoff_max_s (600)"),
+        # a nested unknown key is answered with its own level's fields (it listed the top's)
+        (
+            "leader_election: {lease_s: 5}\n",
+            "leader_election.lease_s: not a field (accepted: enabled, namespace, name, "
+            "lease_duration_s, renew_deadline_s, retry_period_s)\n",
+        ),
     ],
 )
 def test_a_bad_config_names_the_field(tmp_path: Path, text: str, expected: str) -> None:
@@ -354,6 +381,27 @@ def test_a_config_map_is_read_from_its_serve_yaml_key(tmp_path: Path) -> None:
     assert (loaded.mode, loaded.period_s) == ("bind", 7.0)
     shipped = load_config(Path(__file__).resolve().parents[3] / "deploy" / "configmap.yaml")
     assert shipped.scheduler_name == "gangplan"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        # issue 26, finding 10: both ended in AttributeError tracebacks
+        ([1, 2], "data: is a list, not a mapping"),
+        ("mode: bind", "data: is a str, not a mapping"),
+        ({"serve.yaml": ["mode: bind"]}, "data.serve.yaml: is a list, not a string"),
+        ({"other.yaml": "mode: bind"}, "a ConfigMap without data.serve.yaml (its data keys: "),
+    ],
+)
+def test_a_config_map_of_the_wrong_shape_is_named(
+    tmp_path: Path, data: object, expected: str
+) -> None:
+    cfg = tmp_path / "configmap.yaml"
+    cfg.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "data": data}))
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg), "--once"])
+    assert res.exit_code == 1
+    assert res.stderr.startswith(f"error: {cfg}: {expected}")
+    assert "Traceback" not in res.output
 
 
 def test_no_kubeconfig_says_where_it_looked(
