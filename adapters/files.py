@@ -28,6 +28,7 @@ from gangplan.adapters.jsontext import DuplicateKeyError, key_lines, strict_pair
 from gangplan.adapters.yaml_input import gc_paused
 from gangplan.models import (
     InstanceError,
+    MovePlan,
     Plan,
     Problem,
     Snapshot,
@@ -48,6 +49,8 @@ __all__ = [
     "dump_data",
     "gc_paused",
     "input_limit",
+    "load_any_plan",
+    "load_move_plan",
     "load_plan",
     "load_snapshot",
     "read_data",
@@ -290,34 +293,87 @@ def _case_hint(data: dict[str, Any]) -> str:
     return f"{head}; the translated cases ship in instances/cases/ (see its README.md)"
 
 
+_PLAN_KINDS = {
+    "Plan": "a file written by gangplan solve --output",
+    "MovePlan": "a file written by gangplan replan -o",
+}
+
+
+def _plan_data(path: str | Path, kinds: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+    """The file's name and its mapping, whose ``kind`` is one of ``kinds``."""
+    name, data = read_data(path)
+    which = " or ".join(f"kind: {k}" for k in kinds)
+    if data is None:
+        raise InputError(name, [Problem("", f"the file is empty (expected {which})")])
+    if not isinstance(data, dict):
+        raise InputError(
+            name, [Problem("", f"the file holds a {type(data).__name__}, not a plan ({which})")]
+        )
+    if data.get("kind") not in kinds:
+        accepted = "; ".join(f"{k!r} ({_PLAN_KINDS[k]})" for k in kinds)
+        raise InputError(name, [Problem("kind", f"is {data.get('kind')!r}; accepted: {accepted}")])
+    return name, data
+
+
+def _plan(name: str, data: dict[str, Any]) -> Plan:
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as err:
+        raise InputError(name, validation_problems(err, Plan)) from None
+
+
+def _move_plan(name: str, data: dict[str, Any]) -> MovePlan:
+    if "final" not in data:  # gangplan replan -o always writes it: the file is cut short
+        raise InputError(
+            name,
+            [
+                Problem(
+                    "final",
+                    "missing (the pending gangs' plan after the waves; a move plan from "
+                    "gangplan replan -o always has it)",
+                )
+            ],
+        )
+    try:
+        return MovePlan.model_validate(data)
+    except ValidationError as err:
+        problems = [
+            Problem(
+                ".".join(map(str, e["loc"])),
+                e["msg"].replace("a valid tuple", "a list"),  # a tuple is a YAML list
+            )
+            for e in err.errors()
+        ]
+        raise InputError(name, problems) from None
+
+
 def load_plan(path: str | Path) -> Plan:
     """Read a plan file (``kind: Plan``) written by ``gangplan solve --output``.
 
     Raises:
         InputError: not a readable plan, with the path of each bad field.
     """
-    name, data = read_data(path)
-    if data is None:
-        raise InputError(name, [Problem("", "the file is empty (expected kind: Plan)")])
-    if not isinstance(data, dict):
-        raise InputError(
-            name, [Problem("", f"the file holds a {type(data).__name__}, not a plan (kind: Plan)")]
-        )
-    if data.get("kind") != "Plan":
-        raise InputError(
-            name,
-            [
-                Problem(
-                    "kind",
-                    f"is {data.get('kind')!r}; accepted: 'Plan' (a file written by "
-                    "gangplan solve --output)",
-                )
-            ],
-        )
-    try:
-        return Plan.model_validate(data)
-    except ValidationError as err:
-        raise InputError(name, validation_problems(err, Plan)) from None
+    return _plan(*_plan_data(path, ("Plan",)))
+
+
+def load_move_plan(path: str | Path) -> MovePlan:
+    """Read a move plan file (``kind: MovePlan``) written by ``gangplan replan -o``.
+
+    Raises:
+        InputError: not a readable move plan (its ``final`` missing: the file was cut
+            short), with the path of each bad field.
+    """
+    return _move_plan(*_plan_data(path, ("MovePlan",)))
+
+
+def load_any_plan(path: str | Path) -> Plan | MovePlan:
+    """Read a plan (``kind: Plan``) or a move plan (``kind: MovePlan``), by its ``kind``.
+
+    Raises:
+        InputError: as :func:`load_plan` and :func:`load_move_plan`.
+    """
+    name, data = _plan_data(path, ("Plan", "MovePlan"))
+    return _move_plan(name, data) if data["kind"] == "MovePlan" else _plan(name, data)
 
 
 _DUMPER: type[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

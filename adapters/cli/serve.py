@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from gangplan.adapters.cli.common import UserError, main, user_errors
-from gangplan.adapters.files import load_plan
+from gangplan.adapters.files import load_any_plan
 from gangplan.adapters.kube.bindings import dump_bindings
 from gangplan.adapters.kube.options import KubeInputError
 from gangplan.adapters.serve.api import ApiError, KubeApi
@@ -148,21 +148,21 @@ def apply(
     A kind: MovePlan file (gangplan replan -o) runs wave by wave: targets held, pods
     evicted together (PodDisruptionBudgets first), then placed on their targets."""
     from gangplan.adapters.serve import run
+    from gangplan.models import MovePlan
 
-    moves = _move_plan(plan)
-    if moves is not None:
+    with user_errors():
+        p = load_any_plan(plan)
+    if isinstance(p, MovePlan):
         cfg, api = _setup(config, kubeconfig, context, dry_run)
         from gangplan.adapters.serve.moves import MovePlanRefused
 
         try:
-            _apply_moves(api, cfg, moves, plan)
+            _apply_moves(api, cfg, p, plan)
         except run.NotSynced as err:
             raise _not_synced(api, err) from None
         except MovePlanRefused as err:
             raise UserError([f"{plan}: {line}" for line in err.lines]) from None
         return
-    with user_errors():
-        p = load_plan(plan)
     cfg, api = _setup(config, kubeconfig, context, dry_run)
     try:
         loop, report = run.apply_plan(api, cfg, p)
@@ -181,35 +181,6 @@ def apply(
     )
     if report.failures:
         raise UserError(report.notes[-report.failures :])
-
-
-def _move_plan(path: Path) -> Any:
-    """The file's move plan if it is one (``kind: MovePlan``), else None."""
-    from pydantic import ValidationError
-
-    from gangplan.adapters.files import read_data
-    from gangplan.models import MovePlan
-
-    with user_errors():
-        _name, data = read_data(path)
-    if not isinstance(data, dict) or data.get("kind") != "MovePlan":
-        return None
-    if "final" not in data:  # gangplan replan -o always writes it: the file is cut short
-        raise UserError(
-            [
-                f"{path}: final: missing (the pending gangs' plan after the waves; a move plan "
-                "from gangplan replan -o always has it)"
-            ]
-        )
-    try:
-        return MovePlan.model_validate(data)
-    except ValidationError as err:
-        lines = [
-            f"{path}: {'.'.join(map(str, e['loc']))}: "
-            + e["msg"].replace("a valid tuple", "a list")  # a tuple is a YAML list
-            for e in err.errors()
-        ]
-        raise UserError(lines) from None
 
 
 def _apply_moves(api: KubeApi, cfg: ServeConfig, plan: Any, path: Path) -> None:

@@ -21,10 +21,10 @@ from gangplan.adapters.cli.common import (
     main,
     user_errors,
 )
-from gangplan.adapters.files import STDOUT, load_plan, load_snapshot
+from gangplan.adapters.files import STDOUT, load_any_plan, load_plan, load_snapshot
 from gangplan.adapters.kube.bindings import Withheld
 from gangplan.adapters.numbers import counted
-from gangplan.models import Plan, Snapshot
+from gangplan.models import MovePlan, Plan, Snapshot, WaveLimits
 from gangplan.solver.cycle import PLACERS
 from gangplan.solver.result import MAX_SEED
 
@@ -300,10 +300,31 @@ against the wrong instance has thousands)."""
 @click.option(
     "--preemption", is_flag=True, help="preemption on, as for `gangplan solve --preemption`"
 )
+@click.option(
+    "--max-moving-per-node",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="a move plan: pods moving off one node per wave (as for `gangplan replan`)",
+)
+@click.option(
+    "--max-moving-per-namespace",
+    type=click.IntRange(min=1),
+    help="a move plan: pods of one namespace moving per wave (default: no cap)",
+)
 @user_errors()
-def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
+def verify(
+    paths: tuple[Path, ...],
+    fmt: str,
+    preemption: bool,
+    max_moving_per_node: int,
+    max_moving_per_namespace: int | None,
+) -> None:
     """Check PLAN against every hard constraint of INSTANCE (default: the embedded default
-    instance); print the violations and the score (exit 1 if any violation)."""
+    instance); print the violations and the score (exit 1 if any violation). A move plan
+    (kind: MovePlan, from gangplan replan -o) is replayed wave by wave: every wave's
+    evictions and placements, then its final plan, against INSTANCE and the caps given here
+    (never the plan's own)."""
     from gangplan.adapters.render import evicted_by_class, score_lines
     from gangplan.solver.judges.score import score
     from gangplan.solver.judges.verify import verify as run_verify
@@ -316,7 +337,14 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
     echo_warnings(warnings)
     if preemption:
         snapshot = snapshot.with_preemption()
-    p = load_plan(plan)
+    p = load_any_plan(plan)
+    if isinstance(p, MovePlan):
+        limits = WaveLimits(
+            max_moving_per_node=max_moving_per_node,
+            max_moving_per_namespace=max_moving_per_namespace,
+        )
+        _verify_moves(snapshot, p, limits, instance, plan, fmt)
+        return
     violations = run_verify(snapshot, p)
     sc = score(snapshot, p)
     if fmt == "json":
@@ -356,6 +384,48 @@ def verify(paths: tuple[Path, ...], fmt: str, preemption: bool) -> None:
         raise UserError([], f"{len(violations):,} violations")
     if fmt == "text":
         click.echo(f"plan is valid for {instance or 'the default instance'}")
+
+
+def _verify_moves(
+    snapshot: Snapshot,
+    plan: MovePlan,
+    limits: WaveLimits,
+    instance: Path | None,
+    path: Path,
+    fmt: str,
+) -> None:
+    """``verify INSTANCE MOVES.yaml``: the move verifier's violations (exit 1 if any)."""
+    from gangplan.solver.judges.verify_moves import verify_moves
+
+    violations = verify_moves(snapshot, plan, limits=limits)
+    which = str(instance) if instance is not None else "the default instance"
+    if fmt == "json":
+        data = {
+            "instance": str(instance) if instance is not None else "default instance",
+            "plan": str(path),
+            "valid": not violations,
+            "violations": [
+                {"rule": v.rule, "wave": v.wave, "message": v.message} for v in violations
+            ],
+        }
+        click.echo(json.dumps(data, indent=2))
+    else:
+        for v in violations[:VIOLATION_LINES]:
+            click.echo(f"violation: {v}")
+        if len(violations) > VIOLATION_LINES:
+            click.echo(
+                f"... and {len(violations) - VIOLATION_LINES:,} more violations "
+                "(--format json lists every one)"
+            )
+        click.echo(
+            f"move plan: {counted(len(plan.waves), 'wave')}, "
+            f"{counted(plan.moved_gangs, 'gang')} ({counted(plan.moved_pods, 'pod')}) moved, "
+            f"final plan of {counted(sum(1 for g in plan.final.gangs if g.admitted), 'gang')}"
+        )
+    if violations:
+        raise UserError([], counted(len(violations), "violation"))
+    if fmt == "text":
+        click.echo(f"move plan is valid for {which}")
 
 
 def _foreign_plan_hint(snapshot: Snapshot, plan: Plan, instance: Path | None) -> str:

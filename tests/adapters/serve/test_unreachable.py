@@ -169,4 +169,4 @@ def test_a_move_plan_whose_waves_are_no_list_says_a_list(tmp_path: Path) -> None
     path.write_text(yaml.safe_dump(bad))
     res = CliRunner().invoke(main, ["apply", str(path), "--dry-run"])
     assert res.exit_code == 1, res.output
-    assert res.stderr == f"error: {path}: waves: Input should be a list\n"
+    assert res.stderr == f"error: {path}: waves: Input should be a list\n1 problem found\n"
