@@ -171,7 +171,8 @@ class KubeApi(Protocol):
         timeout_s: float = 60.0,
     ) -> Iterator[WatchEvent]:
         """Changes after ``resource_version``, with bookmarks, until the server ends the
-        stream (``timeout_s``; 0: what is there now). Raises ApiError 410 when that
+        stream (``timeout_s``; 0: what is there now — over HTTP, a watch of a
+        second, as a server cannot be asked for less). Raises ApiError 410 when that
         resourceVersion is too old (relist)."""
         ...
 

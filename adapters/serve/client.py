@@ -4,9 +4,10 @@ Core objects (pods, nodes) go through ``CoreV1Api``; every other group — Prior
 PodGroups of each flavour, queues, Leases, Events — through ``CustomObjectsApi``, which
 builds the same ``/apis/{group}/{version}/...`` paths for built-in groups as for custom
 resources. Responses are read raw (``_preload_content=False``) into plain dicts, so a list
-of 50,000 pods is not turned into client models and back. Watches use
-``kubernetes.watch.Watch`` with bookmarks; patches are sent as JSON merge patches
-(``application/merge-patch+json``: the client would otherwise pick JSON patch).
+of 50,000 pods is not turned into client models and back. Watches ask for bookmarks and are
+read line by line, each bounded by ``timeoutSeconds`` (:func:`watch_seconds`: never 0);
+patches are sent as JSON merge patches (``application/merge-patch+json``: the client would
+otherwise pick JSON patch).
 
 :func:`load_client` builds the ``ApiClient`` from a kubeconfig or, inside a pod, the
 service account (``kubernetes.config``).
@@ -15,12 +16,28 @@ service account (``kubernetes.config``).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
 from gangplan.adapters.serve.api import ApiError, Kind, Listing, Obj, WatchEvent
 
-__all__ = ["OfficialApi", "load_client"]
+__all__ = ["MIN_WATCH_S", "OfficialApi", "load_client", "watch_seconds"]
+
+MIN_WATCH_S = 1
+"""The shortest watch asked of the API server (``timeoutSeconds``), and what "what is there
+now" (``timeout_s=0``) becomes: a watch cannot be asked to end at once."""
+
+
+def watch_seconds(timeout_s: float) -> int:
+    """The ``timeoutSeconds`` of a watch meant to last ``timeout_s``: a whole number of
+    seconds, never below :data:`MIN_WATCH_S`. Never 0 and never absent: the API server reads
+    both as its own default, ``--min-request-timeout`` (1800 s) times a random factor in
+    [1, 2) (``ListResource`` in ``k8s.io/apiserver/pkg/endpoints/handlers/get.go``), so a
+    watch "for what is there now" would be held open 30 to 60 minutes, until the client's
+    read timeout cut it (an error, and none of the events it sent counted)."""
+    return max(MIN_WATCH_S, math.ceil(timeout_s)) if math.isfinite(timeout_s) else 3600
+
 
 _MERGE = "application/merge-patch+json"
 
@@ -159,15 +176,16 @@ class OfficialApi:
         timeout_s: float = 60.0,
     ) -> Iterator[WatchEvent]:
         func, args = self._list_call(kind, namespace)
+        seconds = watch_seconds(timeout_s)
         try:
             resp = func(
                 **args,
                 watch=True,
                 resource_version=resource_version,
                 allow_watch_bookmarks=True,
-                timeout_seconds=max(0, int(timeout_s)),
+                timeout_seconds=seconds,
                 _preload_content=False,
-                _request_timeout=(self.timeout, timeout_s + self.timeout),
+                _request_timeout=(self.timeout, seconds + self.timeout),
             )
         except Exception as err:
             raise _error(err) from None

@@ -16,6 +16,12 @@ Events and Leases as sent, and a merge patch of a built-in kind by the object it
 produce. Problems are collected in :attr:`StandIn.invalid` (the contract tests assert it
 stays empty); :attr:`StandIn.validated` counts what was checked, by kind.
 
+Watches are held as the API server holds them: for ``timeoutSeconds``, and when that is 0 or
+absent, for the server's default (``--min-request-timeout``, 1800 s, times a random factor
+in [1, 2): ``ListResource`` in ``k8s.io/apiserver/pkg/endpoints/handlers/get.go``; here
+:attr:`StandIn.default_watch_s`). :attr:`StandIn.watch_timeouts` records what each watch
+asked for (None: absent).
+
 kmock's ``KubernetesEmulator`` was considered: it serves lists and watches, but keeps no
 resourceVersion (every list says ``"..."``), sends no bookmarks or 410, and has no binding
 or eviction subresource, which is what the loop needs checked.
@@ -55,6 +61,8 @@ class StandIn:
         self.invalid: list[str] = []
         self.validated: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
+        self.watch_timeouts: list[str | None] = []
+        self.default_watch_s = 1800.0
         self._lock = threading.Lock()
         handler = type("Handler", (_Handler,), {"standin": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -198,7 +206,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _watch(self, kind: Kind, ns: str | None, q: Any) -> None:
         api = self.standin.api
         rv = q.get("resourceVersion", ["0"])[0]
-        timeout = float(q.get("timeoutSeconds", ["0"])[0])
+        asked = q.get("timeoutSeconds", [None])[0]
+        with self.standin._lock:
+            self.standin.watch_timeouts.append(asked)
+        timeout = float(asked or 0) or self.standin.default_watch_s
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()

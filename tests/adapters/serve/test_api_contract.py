@@ -234,3 +234,37 @@ def test_the_standin_saw_every_body_kind(
     api.delete(PODS, "ml", "p1", uid=memory.objects(PODS)[0]["metadata"]["uid"])
     assert {"v1/Pod", "v1/Binding", "policy/v1/Eviction"} <= set(standin.validated)
     assert standin.validated["v1/DeleteOptions"] == 1
+
+
+def test_every_watch_is_bounded_on_a_server_that_holds_watches_open(
+    standin: StandIn, memory: InMemoryApi, tmp_path: Path
+) -> None:
+    # issue 26, finding 11: the cache's pump (apply, apply MOVES, serve --once) watched with
+    # timeoutSeconds=0 right after its list; the API server reads 0 as its default (30-60
+    # min), as the stand-in now does, so the watch was cut by the client's read timeout: an
+    # error on every kind, every pump
+    from gangplan.adapters.serve.cache import Cache
+
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(standin.kubeconfig())
+    api = OfficialApi(load_client(str(cfg)), request_timeout_s=2)
+    memory.put(node("n1"))
+    seen: list[tuple[str, str]] = []
+    cache = Cache(api, [NODES, PODS], lambda kind, key, obj: seen.append((kind, key[1])))
+    cache.pump()  # the lists
+    memory.put(pod("p0", group="g"))
+    cache.pump()  # the watches
+    cache.pump()
+    assert seen == [("nodes", "n1"), ("pods", "p0")]
+    assert [inf.stats.errors for inf in cache] == [0, 0]
+    assert len(standin.watch_timeouts) == 4
+    assert all(t is not None and int(t) >= 1 for t in standin.watch_timeouts)
+
+
+@pytest.mark.parametrize(
+    ("timeout_s", "asked"), [(0.0, 1), (0.2, 1), (1.0, 1), (60.0, 60), (60.5, 61)]
+)
+def test_a_watch_asks_whole_seconds_never_zero(timeout_s: float, asked: int) -> None:
+    from gangplan.adapters.serve.client import watch_seconds
+
+    assert watch_seconds(timeout_s) == asked
