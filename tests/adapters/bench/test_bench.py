@@ -78,6 +78,7 @@ def _rows(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow  # the small suite's run (the module's fixture): about 40 s
 def test_small_suite_runs_and_writes_everything(small_run) -> None:
     out, output = small_run
     assert not output.startswith("exit"), output
@@ -95,6 +96,7 @@ def test_small_suite_runs_and_writes_everything(small_run) -> None:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # the small suite's run (the module's fixture): about 40 s
 def test_csv_has_every_metric_for_every_placer_and_every_plan_verified(small_run) -> None:
     out, _ = small_run
     rows = _rows(out)
@@ -120,6 +122,7 @@ def test_csv_has_every_metric_for_every_placer_and_every_plan_verified(small_run
             assert all(r[k] != "" for k in entries), (inst, r["placer"])
 
 
+@pytest.mark.slow  # the small suite's run (the module's fixture): about 40 s
 def test_report_has_every_metric_for_every_placer(small_run) -> None:
     out, _ = small_run
     report = (out / "report.md").read_text(encoding="utf-8")

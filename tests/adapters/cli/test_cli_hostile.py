@@ -125,6 +125,7 @@ def test_an_instance_of_a_billion_laughs_is_refused(
     )
 
 
+@pytest.mark.slow  # a child (about 6 s); the instance's bomb above stays in the default run
 def test_a_pod_of_a_billion_laughs_is_listed_and_the_rest_converts(
     tmp_path: Path, gangplan_limited: Limited
 ) -> None:
@@ -169,11 +170,12 @@ def test_a_pod_of_a_billion_laughs_is_listed_and_the_rest_converts(
     "command",
     [
         ["validate"],
-        ["convert", "k8s"],
-        ["verify", "x.yaml"],
+        # a child each (5-8 s): validate stays in the default run, the others are slow
+        pytest.param(["convert", "k8s"], marks=pytest.mark.slow),
+        pytest.param(["verify", "x.yaml"], marks=pytest.mark.slow),
         # the trace's header was sniffed with readline(): all of /dev/zero
-        ["simulate", "--cluster", "x.yaml"],
-        ["serve", "--once", "--config"],
+        pytest.param(["simulate", "--cluster", "x.yaml"], marks=pytest.mark.slow),
+        pytest.param(["serve", "--once", "--config"], marks=pytest.mark.slow),
     ],
 )
 def test_a_device_that_never_ends_is_refused_at_once(
@@ -579,6 +581,7 @@ def test_a_duplicate_key_in_a_json_instance_is_refused(
     ]
 
 
+@pytest.mark.slow  # the default instance solved before the write: about 9 s
 @pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs Linux's /proc")
 def test_writing_over_a_proc_file_says_why(tmp_path: Path) -> None:
     # before: "cannot write: No such file or directory" for a file that exists

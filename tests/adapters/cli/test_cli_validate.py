@@ -384,6 +384,7 @@ HOSTILE_FILES = [
         "node_pools[0] (node 'p-0' and 49,999 more).allocatable.example.com/x",
         "500m is not a whole number",
         id="one-mistake-in-a-50000-node-pool",
+        marks=pytest.mark.slow,  # 50,000 nodes validated: about 10 s
     ),
 ]
 

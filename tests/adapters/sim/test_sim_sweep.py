@@ -42,6 +42,7 @@ def test_processes_equal_serial(hand_trace: Path, three_nodes: Path) -> None:
     assert [r.outcome() for r in pooled] == [r.outcome() for r in serial]
 
 
+@pytest.mark.slow  # a local Ray instance started: about 7 s
 def test_ray_equals_processes(hand_trace: Path, three_nodes: Path) -> None:
     pytest.importorskip(
         "ray", reason="Ray is not installed (pip install -e '.[ray]'): the Ray sweep is not tested"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,6 +70,7 @@ def _issue_instance() -> Snapshot:
     return load_instance({**API, **data, "gangs": gangs})[0]
 
 
+@pytest.mark.slow  # 70 gangs on 100 nodes: about 7 s
 def test_gpu_models_inside_a_leaf_survive_the_aggregated_mode() -> None:
     """Regression (issue 9): this cycle fell back ("pod 'g00-w-0' accepts GPU models ['B'];
     node 'n000' has 'A'"). Worked out by hand: 560 GPUs asked, 800 free, the 80 of the

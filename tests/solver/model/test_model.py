@@ -223,7 +223,14 @@ def _orders() -> list[tuple[str, ...]]:
     return [tuple(reversed(base)), *(tuple(rng.sample(base, len(base))) for _ in range(2))]
 
 
-@pytest.mark.parametrize(("name", "s", "cfg"), INSTANCES, ids=[i[0] for i in INSTANCES])
+@pytest.mark.parametrize(
+    ("name", "s", "cfg"),
+    [
+        # the aggregated copy takes about 10 s, the others 2 s together
+        pytest.param(*i, id=i[0], marks=[pytest.mark.slow] if i[0] == "mixed-aggregated" else [])
+        for i in INSTANCES
+    ],
+)
 def test_the_families_may_be_added_in_any_order(
     name: str, s: Snapshot, cfg: SolverConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

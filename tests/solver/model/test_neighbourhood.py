@@ -217,6 +217,7 @@ def test_a_cycle_with_lns_verifies_and_never_falls_below_the_incumbent(
     assert sum(result.work.values()) <= 4.0 * 1.05 + 0.05, result.work
 
 
+@pytest.mark.slow  # two cycles with LNS forced: 10-15 s
 def test_a_cycle_with_lns_is_reproducible(monkeypatch: pytest.MonkeyPatch) -> None:
     """Deterministic mode: one worker, seeded draws, deterministic step limits."""
     first = _forced(monkeypatch, 2.0)
@@ -235,6 +236,7 @@ def _optimum(model: cp_model.CpModel) -> int | None:
     return round(solver.objective_value) if st == cp_model.OPTIMAL else None
 
 
+@pytest.mark.slow  # every captured step's model solved twice: 10-15 s each
 @pytest.mark.parametrize(
     ("instance", "seed"),
     [(_instance, 0), (_instance, 5), (_preempting, 2)],
