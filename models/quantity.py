@@ -15,7 +15,7 @@ anything else (``nvidia.com/gpu``,        milli-units         ``"8"`` -> 8000,
 ========================================  ==================  ===========================
 
 Extended resources are kept in milli-units so that a GPU share (the Alibaba trace's
-``gpu_milli``; DESIGN.md "GPU share") and a whole GPU live on one scale: one GPU device is
+``gpu_milli``; docs/design.md "GPU share") and a whole GPU live on one scale: one GPU device is
 1000 milli-GPU. Whether a fractional amount is allowed for a resource (only GPU resources
 may be fractional, as Kubernetes requires extended resources to be whole) is checked where
 the GPU resource names are known, in :mod:`gangplan.models.checks`.

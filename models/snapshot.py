@@ -400,7 +400,7 @@ class Role(Frozen):
     """Identical pods of one gang, e.g. the 8 workers of a training job.
 
     ``requests`` per pod, in base units. ``min_member`` defaults to ``count`` when the gang
-    is not elastic and to 0 when it is (DESIGN.md); see :meth:`Gang.role_min`.
+    is not elastic and to 0 when it is (docs/design.md); see :meth:`Gang.role_min`.
     ``pod_names`` (optional, ``count`` of them) are the real pod names when the gang comes
     from a cluster; otherwise pods are named ``{gang}-{role}-{i}``.
     """
@@ -441,7 +441,7 @@ class Gang(Frozen):
     ``min_member`` (default: the full size) makes the gang elastic when below the full
     size: any size between it and the full size is accepted. ``gpu_models``: GPU models
     accepted for GPU pods (empty: any). ``joint``: how RDMA NICs pair with GPUs
-    (DESIGN.md, joint allocation). ``creation_time`` in seconds (any epoch).
+    (docs/design.md, joint allocation). ``creation_time`` in seconds (any epoch).
     ``preemption_policy``: its PriorityClass's ``preemptionPolicy``; ``Never`` keeps it from
     evicting anyone, whatever its queue allows. ``expected_duration_s``: how long it is
     expected to run once started (s; a user's estimate, or Kubernetes

@@ -1,4 +1,4 @@
-"""The layer rule (DESIGN.md, "Layout"): imports run one way, adapters -> solver -> topology
+"""The layer rule (docs/design.md, "Layout"): imports run one way, adapters -> solver -> topology
 -> models, and each layer keeps to its own third-party libraries.
 
 Every module of the installed ``gangplan`` package is parsed (``ast``, so imports inside

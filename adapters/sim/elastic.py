@@ -67,7 +67,7 @@ def elastic_job(job: SimJob, gpu: str) -> SimJob:
     )
     least = math.ceil(pods / 2)
     new = gang.model_copy(update={"roles": (role,), "min_member": least if least < pods else None})
-    return replace(job, gang=new, min_gpus=least * unit)
+    return replace(job, gang=new)
 
 
 def elastic_queue(q: Queue) -> Queue:

@@ -13,13 +13,12 @@ A :class:`SimJob` keeps what the simulator needs beside the gang: arrival (s, fr
 trace's zero), ``duration`` (s of work at full size on one leaf, as the trace recorded it),
 GPUs, queue, and the data row it came from.
 
-Two fields are extension points for later features and are unused now:
-
-* ``expected_duration`` — what a user declared the job would take (reservation with
-  backfill needs it: a gang may use held capacity only if it is expected to finish before
-  the reservation starts). None: unknown, as the traces give no estimate.
-* ``min_gpus`` — the smallest size an elastic job accepts (elastic gangs). None: the job
-  runs at full size only.
+``expected_duration`` is what the job declares it will take, for reservation with backfill
+(a gang may use held capacity only if it is expected to finish before the reservation
+starts): None (unknown, as the traces give no estimate) unless the run's ``estimates`` is
+``exact`` (:class:`~gangplan.adapters.sim.engine.SimConfig`); the engine turns it into the
+running pods' ``expected_end``. An elastic job's minimum is its gang's ``min_member``
+(:mod:`gangplan.adapters.sim.elastic`).
 """
 
 from __future__ import annotations
@@ -65,9 +64,7 @@ class SimJob:
     gang: Gang
     row: int
     expected_duration: float | None = None
-    """Declared duration (s) for reservation with backfill; None: unknown (not used yet)."""
-    min_gpus: int | None = None
-    """Smallest size an elastic job accepts; None: full size only (not used yet)."""
+    """Declared duration (s) for reservation with backfill; None: unknown."""
 
     @property
     def size_class(self) -> str:

@@ -4,7 +4,7 @@ USENIX ATC '23) as an instance: ``gangplan convert alibaba-gpu``.
 Source and terms: https://github.com/alibaba/clusterdata, folder ``cluster-trace-gpu-v2023``
 (use for research or study; cite Weng et al., "Beware of Fragmentation: Scheduling
 GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC '23). Instances made
-from it are generated when needed and never committed (DESIGN.md).
+from it are generated when needed and never committed (docs/design.md).
 
 Reading (:func:`read_openb_nodes`, :func:`read_openb_pods`) returns plain dataclasses in the
 trace's own units, so the replay can use them without building a snapshot. Conversion
@@ -23,8 +23,9 @@ node ``sn``                   node name
 pod                           a pending gang of one pod (gang and pod named ``name``), role ``main``
 ``cpu_milli``, ``memory_mib`` the pod's ``cpu`` and ``memory`` requests
 ``num_gpu``, ``gpu_milli``    a GPU share ``"<gpu_milli>m"`` when ``num_gpu == 1`` and
-                              ``gpu_milli < 1000`` (DESIGN.md "GPU share"); ``num_gpu`` whole GPUs
-                              otherwise; no GPU request when ``num_gpu == 0`` (CPU-only pods kept)
+                              ``gpu_milli < 1000`` (docs/design.md "GPU share"); ``num_gpu``
+                              whole GPUs otherwise; no GPU request when ``num_gpu == 0``
+                              (CPU-only pods kept)
 ``gpu_spec``                  ``gpu_models`` (``|``-separated; empty: any model)
 ``qos``                       ``priority`` (:data:`QOS_PRIORITY`), unless ``use_qos=False``
 ``creation_time``             ``creation_time`` (s, the trace's relative clock)

@@ -1,4 +1,4 @@
-"""Model-specific GPU resources (``resources.gpu_model_resources``, DESIGN.md "GPU share"):
+"""Model-specific GPU resources (``resources.gpu_model_resources``, docs/design.md "GPU share"):
 a request for ``nvidia.com/a100`` is a request for the GPU resource on an A100 node."""
 
 from __future__ import annotations

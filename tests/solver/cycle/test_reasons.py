@@ -1,7 +1,7 @@
-"""Pending reasons: the three classes of DESIGN.md, with the binding constraint and numbers.
+"""Pending reasons: the three classes of docs/design.md, with the binding constraint and numbers.
 
 Each instance is small enough to reason about by hand; the expected class follows from
-DESIGN.md's definitions (never fits: not even on the empty cluster within the queue's max;
+docs/design.md's definitions (never fits: not even on the empty cluster within the queue's max;
 blocked: by running pods or the queue's headroom; lost: other gangs took the room).
 """
 

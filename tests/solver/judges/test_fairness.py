@@ -1,4 +1,4 @@
-"""Fair targets (solver/judges/fairness.py; DESIGN.md "Fair targets"), worked out by hand.
+"""Fair targets (solver/judges/fairness.py; docs/design.md "Fair targets"), worked out by hand.
 
 Shares are in ppm of the amount being shared. Targets come from weighted progressive
 filling of dominant share over the queues of a class with pending demand: first up to each

@@ -1,6 +1,7 @@
-"""The score (solver/judges/score.py) orders hand-made plans as DESIGN.md says, one test per entry.
+"""The score (solver/judges/score.py) orders hand-made plans as docs/design.md says, one test
+per entry.
 
-Every expected tuple is worked out by hand in the comments, from DESIGN.md's definitions
+Every expected tuple is worked out by hand in the comments, from docs/design.md's definitions
 and the fair targets of solver/judges/fairness.py (ppm of dominant share; a weighted shortfall is
 weight_milli x ppm, weight 1 = 1000). On ``two_nodes`` one GPU is 125,000 ppm, on
 ``fat_tree`` 31,250 ppm. Every plan compared here is also a valid plan (the verifier

@@ -1,6 +1,6 @@
-"""The verifier (solver/judges/verify.py): each hard rule of DESIGN.md is reported on a hand-made
-bad
-plan (one test per rule, one case per way of breaking it) and hand-made good plans pass.
+"""The verifier (solver/judges/verify.py): each hard rule of docs/design.md is reported on a
+hand-made bad plan (one test per rule, one case per way of breaking it) and hand-made good
+plans pass.
 
 Each test asserts the full list of violations it expects, not just that one is there: a
 bad plan breaks one rule, and where the same act necessarily breaks a second one (a GPU
@@ -262,7 +262,7 @@ def dev(gpus: tuple[str, ...] = (), nics: tuple[str, ...] = (), milli: int | Non
 
 
 def test_every_check_is_a_named_rule() -> None:
-    # one check_* per rule of DESIGN.md, in the verifier's order
+    # one check_* per rule of docs/design.md, in the verifier's order
     assert [c.__name__ for c in CHECKS] == [
         "check_references",
         "check_gang_minimums",
