@@ -193,3 +193,29 @@ def test_the_layout_names_every_room_of_solver() -> None:
     layout = layout[layout.index("- `solver/`") : layout.index("- `adapters/`")]
     missing = [r for r in rooms if f"`{r}/`" not in layout]
     assert missing == [], f"README's Layout omits solver/{missing}"
+
+
+def _code_tables() -> tuple[str, str]:
+    """docs/solver.md's table of ``solver/`` (paths from ``solver/``) and of ``solver/model/``
+    (paths from ``solver/model/``)."""
+    text = (ROOT / "docs" / "solver.md").read_text(encoding="utf-8")
+    code = text.index("## The code (`solver/`)")
+    model = text.index("## The model (`solver/model/`)")
+    end = text.index("\n## ", model + 1)
+    return text[code:model], text[model:end]
+
+
+def _first_cells(table: str) -> list[str]:
+    """The file names in the first column of a Markdown table's rows."""
+    cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
+    return [name for cell in cells for name in re.findall(r"`([\w/]+\.py)`", cell)]
+
+
+def test_every_module_the_code_tables_name_exists() -> None:
+    code, model = _code_tables()
+    named = [f"solver/{f}" for f in _first_cells(code)]
+    named += [f"solver/model/{f}" for f in _first_cells(model)]
+    assert len(named) >= 20  # both tables were read
+    assert [f for f in named if not (ROOT / f).is_file()] == []
+    rooms = re.findall(r"\| \*\*`(\w+)/`\*\*", code)
+    assert sorted(rooms) == sorted(_rooms("solver"))
