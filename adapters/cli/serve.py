@@ -127,6 +127,14 @@ def serve(
             f"{'would be ' if cfg.dry_run else ''}applied, {report.failures} failures",
             err=True,
         )
+        if report.failures:
+            raise UserError(_failure_lines(report.failed, report.failures))
+
+
+def _failure_lines(failed: list[str], count: int) -> list[str]:
+    """``request failed: gang: pod: answer`` per failed request (the exit's error lines)."""
+    lines = [f"request failed: {line}" for line in failed]
+    return lines or [f"{count} requests failed"]
 
 
 def _some(names: list[str], shown: int = 10) -> str:
@@ -180,7 +188,7 @@ def apply(
         err=True,
     )
     if report.failures:
-        raise UserError(report.notes[-report.failures :])
+        raise UserError(_failure_lines(report.failed, report.failures))
 
 
 def _apply_moves(api: KubeApi, cfg: ServeConfig, plan: Any, path: Path) -> None:

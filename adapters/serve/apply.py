@@ -14,11 +14,17 @@ Readiness": mutable scheduling directives); kube-scheduler then binds the pod to
 with all its own checks. Mode **bind** (a secondary scheduler; as Volcano does it): the same
 annotations in a merge patch, then a core v1 ``Binding`` through ``pods/{name}/binding`` with
 the pod's UID as a precondition. A Binding answered 409 is read back: if the pod is bound to
-the planned node already, that is success (idempotent), else the gang is broken.
+the planned node already, that is success (idempotent), else the gang is broken. A patch or
+Binding answered 404 is read back too (a GET of the pod): only a pod that is gone (or another
+one by now) breaks the gang; a pod that is still there means the request was refused on the
+way (``pods/binding`` not served, a proxy, an authorizer) — a failure named as such, the
+gang left in flight.
 
 Taking a gang back (:meth:`Applier.take_back`): mode bind evicts the pods it bound (the
 Eviction API: PodDisruptionBudgets apply; a 429 leaves the pod for the next cycle) and
-clears the annotations of those it only annotated; mode gate deletes the pods it ungated
+clears the annotations of those it only annotated — including those this plan annotated
+just before a Binding that failed, which the cache may not show yet (:attr:`InFlight.written
+<gangplan.adapters.serve.ledger.InFlight.written>`); mode gate deletes the pods it ungated
 (UID precondition), so their controller recreates them — gated again, by the pod template
 or the webhook. Preemption: a plan's ``evictions`` (``Plan.evictions``, made with
 ``preemption: true``) go through :meth:`Applier.evict`, a gang's victims together
@@ -124,20 +130,28 @@ class Applier:
                 out.broken = f"pod {flight.namespace}/{name} was recreated"
                 return out
             try:
-                self._apply_one(snap, p, ref, plan, hostnames.get(p.node, p.node))
+                self._apply_one(flight, snap, p, ref, plan, hostnames.get(p.node, p.node))
             except ApiError as err:
-                out.failed.append((name, err))
                 if err.status == 404:
-                    out.broken = f"pod {flight.namespace}/{name} is gone"
+                    gone, err = self._not_found(ref, err)
+                    if gone:
+                        out.broken = f"pod {flight.namespace}/{name} {gone}"
                 elif err.status == 409 and self.mode == "bind" and self._bound_elsewhere(ref, p):
                     out.broken = f"pod {flight.namespace}/{name} was bound by someone else"
+                out.failed.append((name, err))
                 return out
             flight.applied[name] = now
             out.done.append(name)
         return out
 
     def _apply_one(
-        self, snap: Snapshot, p: PodPlacement, ref: PodRef, plan: str | None, hostname: str
+        self,
+        flight: InFlight,
+        snap: Snapshot,
+        p: PodPlacement,
+        ref: PodRef,
+        plan: str | None,
+        hostname: str,
     ) -> None:
         ns, name = ref.namespace, ref.name
         body = self.patch_body(snap, p, ref, plan, hostname)
@@ -146,7 +160,8 @@ class Applier:
             return
         written = body["metadata"].get("annotations") or {}
         if any(ref.annotations.get(k) != v for k, v in written.items()):
-            self._send_patch(ns, name, body)
+            new = self._send_patch(ns, name, body)
+            flight.written[name] = str((new.get("metadata") or {}).get("resourceVersion") or "")
         if self.dry_run:
             self.requests.append(
                 {
@@ -167,14 +182,37 @@ class Applier:
                 raise
             # bound there already (a retry after a lost answer): success, bound once
 
-    def _send_patch(self, ns: str, name: str, body: Obj) -> None:
+    def _send_patch(self, ns: str, name: str, body: Obj) -> Obj:
+        """Send (or, dry, record) one merge patch; the pod as the server returned it ({}
+        when dry)."""
         if self.dry_run:
             self.requests.append(
                 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}}
                 | {"patch": body}
             )
-            return
-        self.api.patch(PODS, ns, name, body)
+            return {}
+        return self.api.patch(PODS, ns, name, body)
+
+    def _not_found(self, ref: PodRef, err: ApiError) -> tuple[str, ApiError]:
+        """A 404 from a patch or ``pods/binding`` tells nothing by itself: the pod may be
+        gone, or the request refused on the way (the subresource not served, a proxy, an
+        authorizer answering 404). GET the pod to tell: ``(why the gang is broken, err)``
+        when it is gone or another pod by now, else ``("", err named as a refusal)`` — the
+        gang stays in flight (retried, taken back at ``bind_timeout``)."""
+        try:
+            current = self.api.get(PODS, ref.namespace, ref.name)
+        except ApiError as got:
+            if got.status == 404:
+                return "is gone", err
+            return "", err
+        if (current.get("metadata") or {}).get("uid") != ref.uid:
+            return "was recreated", err
+        return "", ApiError(
+            err.status,
+            err.reason,
+            f"refused ({err}), yet GET finds the pod: the request was refused on the way "
+            "(an endpoint not served, a proxy, an authorizer), the pod is not gone",
+        )
 
     def _bound_elsewhere(self, ref: PodRef, p: PodPlacement) -> bool:
         try:
@@ -192,7 +230,7 @@ class Applier:
         out = Outcome()
         if not flight.taking_back:
             flight.taking_back = True
-            flight.back = set(flight.applied) | set(flight.confirmed)
+            flight.back = set(flight.applied) | set(flight.confirmed) | set(flight.written)
             if self.mode == "bind":
                 flight.back |= {
                     n
@@ -207,7 +245,7 @@ class Applier:
                 flight.back.discard(name)  # gone already, or another pod by now
                 continue
             try:
-                self._remove_one(flight.namespace, name, raw)
+                self._remove_one(flight.namespace, name, raw, flight.written.get(name))
             except ApiError as err:
                 if err.status != 404:
                     out.failed.append((name, err))
@@ -216,7 +254,10 @@ class Applier:
             out.done.append(name)
         return out
 
-    def _remove_one(self, ns: str, name: str, raw: Obj) -> None:
+    def _remove_one(self, ns: str, name: str, raw: Obj, written: str | None = None) -> None:
+        """Remove one pod of a gang taken back; ``written``: the resourceVersion of this
+        plan's annotation patch, the precondition of the patch that clears it while the
+        cache (``raw``) does not show it yet."""
         meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
         uid = meta.get("uid")
         if self.mode == "gate":
@@ -227,9 +268,11 @@ class Applier:
         elif spec.get("nodeName"):
             self.evict(ns, name, uid)
         else:
+            shown = ANN_PLAN in (meta.get("annotations") or {})
+            rv = meta.get("resourceVersion") if shown or not written else written
             body = {
                 "metadata": {
-                    "resourceVersion": meta.get("resourceVersion"),
+                    "resourceVersion": rv,
                     "annotations": {ANN_PLAN: None, self.annotation_key: None},
                 }
             }

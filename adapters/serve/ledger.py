@@ -74,6 +74,10 @@ class InFlight:
     victims: set[tuple[str, str]] = field(default_factory=set)
     """running pods evicted for this gang that the cache still shows: its pods wait (their
     room held here) until every one is gone"""
+    written: dict[str, str] = field(default_factory=dict)
+    """pod name -> the resourceVersion of the patch that wrote this plan's annotations on it
+    (mode bind: before its Binding), so a take-back clears them even before the cache shows
+    the patch"""
 
     @property
     def done(self) -> bool:

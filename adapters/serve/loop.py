@@ -108,6 +108,8 @@ class CycleReport:
     pending: int = 0
     applied: int = 0
     failures: int = 0
+    failed: list[str] = field(default_factory=list)
+    """each failed request: ``gang: pod: the API's answer`` (applying, or taking back)"""
     done: list[str] = field(default_factory=list)
     taken_back: list[str] = field(default_factory=list)
     expired: int = 0
@@ -305,7 +307,7 @@ class ServeLoop:
                     self._start_take_back(flight, pods, why, report, now)
             if flight.taking_back and self.elector.leading:
                 out = self.applier.take_back(flight, pods)
-                report.failures += len(out.failed)
+                _failed(report, flight.key, "taking back", out.failed)
                 if not flight.back:
                     self.ledger.remove(key)
         report.expired = len(self.ledger.expired(now, self.config.assume_ttl_s))
@@ -356,7 +358,8 @@ class ServeLoop:
             if raw is not None:
                 self.recorder.event(raw, "Warning", "GangTakenBack", "Scheduling", note)
         if self.elector.leading:
-            self.applier.take_back(flight, pods)
+            out = self.applier.take_back(flight, pods)
+            _failed(report, flight.key, "taking back", out.failed)
 
     def _solve(self, snap: Snapshot, report: CycleReport) -> Plan | None:
         from gangplan.solver.judges.verify import verify
@@ -467,11 +470,9 @@ class ServeLoop:
         t = time.perf_counter()
         out = self.applier.apply(flight, built.snapshot, refs, built.hostnames, now)
         report.applied += len(out.done)
-        report.failures += len(out.failed)
         self.metrics.binds.inc(len(out.done))
         self.metrics.bind_failures.inc(len(out.failed))
-        for name, err in out.failed:
-            report.notes.append(f"{flight.key}: {name}: {err}")
+        _failed(report, flight.key, "", out.failed)
         result = "error" if out.failed else "scheduled"
         self.metrics.attempt_seconds.labels(result=result).observe(time.perf_counter() - t)
         for name in out.done:
@@ -538,6 +539,15 @@ class ServeLoop:
     def ready(self) -> bool:
         """Synced with the cluster (``/readyz``)."""
         return self.cache.synced
+
+
+def _failed(report: CycleReport, key: str, doing: str, failed: list[tuple[str, ApiError]]) -> None:
+    """Count and name each failed request of gang ``key`` in ``report`` (its notes too)."""
+    for name, err in failed:
+        line = f"{key}: {name}: {doing + ': ' if doing else ''}{err}"
+        report.failures += 1
+        report.failed.append(line)
+        report.notes.append(line)
 
 
 def _list_notes(errors: list[tuple[str, ApiError]]) -> list[str]:

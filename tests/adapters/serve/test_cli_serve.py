@@ -414,3 +414,48 @@ def test_no_kubeconfig_says_where_it_looked(
     assert res.exit_code == 1
     assert res.stderr.startswith("error: cannot configure the Kubernetes client: ")
     assert "give --kubeconfig FILE, set KUBECONFIG, or run in the cluster" in res.stderr
+
+
+def test_once_exits_non_zero_naming_a_request_that_failed(
+    files: dict[str, Path], memory: InMemoryApi
+) -> None:
+    # issue 26, finding 3: the patch of train-1 answered 500; the cycle applied train-0 and
+    # exited 0 before. Now exit 1, the failed request named.
+    from gangplan.adapters.serve.memory import Fault
+
+    memory.faults.add(Fault("patch", 500, kind="pods", name="train-1", message="etcd timeout"))
+    res = _run(
+        "serve", "--config", str(_config(files)), "--kubeconfig", str(files["kubeconfig"]), "--once"
+    )
+    assert res.exit_code == 1, res.output
+    assert "1 pods applied, 1 failures" in res.stderr
+    assert "error: request failed: ml/train: train-1: 500" in res.stderr
+    assert "etcd timeout" in res.stderr
+
+
+def test_apply_exits_non_zero_naming_a_request_that_failed(
+    files: dict[str, Path], memory: InMemoryApi, tmp_path: Path
+) -> None:
+    from gangplan.adapters.serve.memory import Fault
+
+    dump = tmp_path / "dump.json"
+    items = [
+        o
+        for k in ("nodes", "pods", "podgroups.scheduling.volcano.sh")
+        for o in memory.objects(KINDS[k])
+    ]
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    inst, plan = tmp_path / "cluster.yaml", tmp_path / "plan.yaml"
+    assert _run("convert", "k8s", str(dump), "-o", str(inst)).exit_code == 0
+    assert _run("solve", str(inst), "-o", str(plan), "--time-limit", "2").exit_code == 0
+    memory.faults.add(Fault("patch", 503, kind="pods", name="train-0"))
+    res = _run(
+        "apply",
+        str(plan),
+        "--config",
+        str(_config(files)),
+        "--kubeconfig",
+        str(files["kubeconfig"]),
+    )
+    assert res.exit_code == 1, res.output
+    assert "error: request failed: ml/train: train-0: 503" in res.stderr

@@ -1,0 +1,129 @@
+"""Issue 26, findings 1-3: what a tenant writes is a claim, a pinned pod holds its room, and
+a failure is named. Each test drives the loop against the in-memory API (the CLI's exit
+codes are in ``test_cli_serve.py``, through the loopback stand-in) and works its expected
+outcome out by hand from the cluster it builds."""
+
+from __future__ import annotations
+
+from objects import gang_pods, node, volcano_group
+
+from gangplan.adapters.serve.api import KINDS
+from gangplan.adapters.serve.clock import FakeClock
+from gangplan.adapters.serve.config import ServeConfig
+from gangplan.adapters.serve.loop import ServeLoop
+from gangplan.adapters.serve.memory import Fault, InMemoryApi
+from gangplan.solver.result import SolverConfig
+
+PODS = KINDS["pods"]
+ANN = "gangplan.io/plan"
+SOLVER = SolverConfig(deterministic=True, deterministic_time=1.0)
+
+
+def make_loop(api: InMemoryApi, clock: FakeClock, **cfg: object) -> ServeLoop:
+    return ServeLoop(api, ServeConfig(**cfg), clock=clock, solver=SOLVER, emit=lambda _: None)
+
+
+def bind_gang(api: InMemoryApi, name: str, n: int, gpus: int, ns: str = "ml") -> None:
+    api.put(volcano_group(name, n, ns=ns))
+    for p in gang_pods(name, n, gpus=gpus, ns=ns, gated=False, scheduler="gangplan"):
+        api.put(p)
+
+
+def pods_of(api: InMemoryApi) -> dict[str, dict]:
+    return {p["metadata"]["name"]: p for p in api.objects(PODS)}
+
+
+# ---------------------------------------------------------------- finding 3: failures named
+
+
+def test_a_binding_answered_404_for_a_pod_that_exists_is_a_refusal_not_a_gone_pod(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # 2 nodes of 8 GPUs, one gang of two 8-GPU pods: g-0 and g-1, one per node. The Binding
+    # of g-1 is answered 404 (a proxy, an authorizer) while g-1 exists. Before: read as
+    # "pod is gone", the gang taken back and g-0 evicted. Now: a named failure; the gang
+    # stays in flight and g-1 is bound the next cycle; nothing evicted, each pod bound once.
+    memory.put(node("n0"))
+    memory.put(node("n1"))
+    bind_gang(memory, "g", 2, 8)
+    memory.faults.add(Fault("bind", 404, name="g-1", message="the server could not find it"))
+    loop = make_loop(memory, clock, mode="bind")
+    first = loop.cycle()
+    assert first.taken_back == []
+    assert first.applied == 1 and first.failures == 1
+    assert len(first.failed) == 1
+    assert first.failed[0].startswith("ml/g: g-1: 404 NotFound: refused (")
+    assert "yet GET finds the pod" in first.failed[0]
+    assert "ml/g" in loop.ledger.gangs
+    clock.advance(2.0)
+    second = loop.cycle()
+    assert second.applied == 1 and second.failures == 0 and second.taken_back == []
+    pods = pods_of(memory)
+    assert sorted(p["spec"]["nodeName"] for p in pods.values()) == ["n0", "n1"]
+    assert sorted(memory.bindings.values()) == [1, 1]
+    assert not [c for c in memory.calls if c.verb == "evict"]
+
+
+def test_a_binding_answered_404_for_a_pod_that_is_gone_takes_the_gang_back(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # the same gang; g-1 is deleted between the snapshot and its Binding (the 404 is
+    # true): GET answers 404 too, so the gang is broken and taken back whole (g-0 evicted).
+    memory.put(node("n0"))
+    memory.put(node("n1"))
+    bind_gang(memory, "g", 2, 8)
+    real = memory.bind
+
+    def bind(namespace: str, pod: str, node: str, *, uid: str | None = None) -> None:
+        if pod == "g-1":
+            memory.remove(PODS, namespace, pod)
+        real(namespace, pod, node, uid=uid)
+
+    memory.bind = bind  # type: ignore[method-assign]
+    loop = make_loop(memory, clock, mode="bind")
+    report = loop.cycle()
+    assert [t.split(":")[0] for t in report.taken_back] == ["ml/g"]
+    assert "pod ml/g-1 is gone" in report.taken_back[0]
+    clock.advance(2.0)
+    loop.cycle()  # the cache now shows g-0 bound: it is evicted (the in-memory API deletes)
+    assert "g-0" not in pods_of(memory)
+
+
+def test_a_take_back_clears_the_annotations_the_cache_does_not_show_yet(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # mode bind, one gang of one 8-GPU pod; its annotation patch is sent, its Binding
+    # answered 500. The cache lags (a threaded informer that has not delivered the patch):
+    # the gang times out and is taken back while the cache still shows g-0 unannotated.
+    # Before: the take-back cleared only the annotations the cache showed, so g-0 kept a
+    # plan nobody holds. Now the patch's own resourceVersion is the precondition of the
+    # patch that clears it.
+    memory.put(node("n0"))
+    bind_gang(memory, "g", 1, 8)
+    memory.faults.add(Fault("bind", 500))
+    loop = make_loop(memory, clock, mode="bind", bind_timeout_s=10)
+    first = loop.cycle()
+    assert first.failures == 1 and ANN in pods_of(memory)["g-0"]["metadata"]["annotations"]
+    loop.threaded = True  # from here the cache is not pumped: it shows g-0 as it was
+    clock.advance(20.0)
+    second = loop.cycle()
+    assert [t.split(":")[0] for t in second.taken_back] == ["ml/g"]
+    assert second.failures == 0, second.failed
+    assert ANN not in (pods_of(memory)["g-0"]["metadata"].get("annotations") or {})
+    assert "ml/g" not in loop.ledger.gangs
+
+
+def test_failures_of_a_take_back_are_named(memory: InMemoryApi, clock: FakeClock) -> None:
+    # mode gate, one gang of one pod ungated and pinned, then deleted by nobody but timed
+    # out; the delete of the take-back answers 500: the report names it
+    memory.put(node("n0"))
+    memory.put(volcano_group("g", 1))
+    for p in gang_pods("g", 1, gpus=8):
+        memory.put(p)
+    loop = make_loop(memory, clock, bind_timeout_s=10)
+    assert loop.cycle().admitted == ["ml/g"]
+    memory.faults.add(Fault("delete", 500, kind="pods"))
+    clock.advance(20.0)
+    report = loop.cycle()
+    assert report.failures == 1
+    assert report.failed == ["ml/g: g-0: taking back: 500 InternalError: injected"]
