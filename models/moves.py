@@ -1,5 +1,5 @@
 """A move plan: running gangs moved to new places in waves, so that the cluster ends in a
-better state (``gangplan replan``; ``docs/design.md``, "Evictions and moves").
+better state (``gangplan replan``; ``docs/solver.md``, "Replan: moves in waves").
 
 A **move** evicts every running pod of one gang (policy/v1 ``Eviction``) and places the
 same pods anew. Moves run in **waves**; wave *k* starts from the state the waves before it

@@ -3,7 +3,7 @@
 Every judge of a plan reads them here — the verifier (``solver/judges/verify_evictions.py``), the
 score, the CP-SAT model and the baselines' greedy preemption — as every judge reads what a
 toleration tolerates from :class:`~gangplan.models.snapshot.Toleration`: they are the
-definition, not a placer's choice (``docs/design.md``, "Evictions and moves").
+definition, not a placer's choice (``docs/solver.md``, "Preemption").
 
 A **running gang** is the unit of eviction: the running pods that share a gang key (a pod of
 no gang is a gang of its own). Its priority is the highest of its pods'; its queue its first

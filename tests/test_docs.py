@@ -219,3 +219,37 @@ def test_every_module_the_code_tables_name_exists() -> None:
     assert [f for f in named if not (ROOT / f).is_file()] == []
     rooms = re.findall(r"\| \*\*`(\w+)/`\*\*", code)
     assert sorted(rooms) == sorted(_rooms("solver"))
+
+
+SECTION = re.compile(r"`*(docs/[\w/-]+\.md)`*,?\s+\(?\"([^\"\n]+)\"")
+"""A citation of a part of a doc by its title: ``docs/solver.md``, "Preemption"."""
+
+
+def _titles(doc: Path) -> set[str]:
+    """What a citation may name in a doc, lowercased: a heading (outside code blocks, its
+    backticks dropped) or a term in bold (``**Fair targets.**``, ``**GPU share**``)."""
+    text = doc.read_text(encoding="utf-8")
+    out = {t.strip().rstrip(".").lower() for t in re.findall(r"\*\*([^*\n]+)\*\*", text)}
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6} (.+)", line)):
+            out.add(m.group(1).replace("`", "").strip().lower())
+    return out
+
+
+def test_every_section_cited_by_title_exists() -> None:
+    cited = [
+        (p, m.group(1), m.group(2))
+        for p in SOURCES
+        for m in SECTION.finditer(p.read_text(encoding="utf-8"))
+        if p.name != "test_docs.py"
+    ]
+    assert len(cited) >= 10  # the citations were found
+    unknown = [
+        f"{p.relative_to(ROOT)}: {doc}, {title!r}"
+        for p, doc, title in cited
+        if title.replace("`", "").lower() not in _titles(ROOT / doc)
+    ]
+    assert unknown == []

@@ -43,7 +43,7 @@ benchmark — goes through it. Entries, in order:
    leaf domains (the lowest level);
 
 4. with preemption on (``Snapshot.preemption.enabled``) only, among plans equal on every
-   tier above (``docs/design.md``, "Evictions and moves"):
+   tier above (``docs/design.md``, "Evictions"):
    ``preemption.evicted_gpu_milli`` minus the milli-GPU the evicted pods request;
    ``preemption.evicted_pods`` minus the evicted pods;
    ``preemption.recency`` the sum over evicted pods of their gang's recency rank

@@ -1,4 +1,4 @@
-"""The verifier's checks of a plan's evictions (``docs/design.md``, "Evictions and moves"):
+"""The verifier's checks of a plan's evictions (``docs/solver.md``, "Preemption"):
 one ``check_*`` per rule, run by :func:`gangplan.solver.judges.verify.verify` with the others.
 
 Like the rest of the verifier it imports only :mod:`gangplan.models` (whose

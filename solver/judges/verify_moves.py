@@ -1,5 +1,5 @@
 """The independent move-plan verifier: a :class:`~gangplan.models.MovePlan` replayed wave
-by wave on its snapshot, every rule of ``docs/design.md`` ("Evictions and moves") checked.
+by wave on its snapshot, every rule of ``docs/solver.md`` ("Replan: moves in waves") checked.
 
 It imports only :mod:`gangplan.models`, :mod:`gangplan.topology` and the plan verifier
 (:mod:`gangplan.solver.judges.verify`) — not the wave planner, not the replan model — so a

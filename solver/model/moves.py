@@ -1,4 +1,4 @@
-"""Moves in the CP-SAT model (``gangplan replan``; ``docs/solver.md``, "Moves").
+"""Moves in the CP-SAT model (``gangplan replan``; ``docs/solver.md``, "Replan: moves in waves").
 
 A **move** evicts a whole running gang and places it anew. The replan
 (:mod:`gangplan.solver.replan`) turns every running gang that may move into a victim of

@@ -1,5 +1,5 @@
 """``gangplan replan``: the cycle with running gangs allowed to move, under a move budget,
-and the move plan that gets there (``docs/solver.md``, "Replan").
+and the move plan that gets there (``docs/solver.md``, "Replan: moves in waves").
 
 Overview (:func:`replan`):
 
