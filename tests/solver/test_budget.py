@@ -315,7 +315,10 @@ def _share_cluster(snapshot_of: Callable[..., Snapshot], gangs: list[dict]) -> S
     )
 
 
-@pytest.mark.parametrize("limit", [0.02, 0.1, 0.5])
+@pytest.mark.parametrize(
+    "limit",
+    [0.02, 0.1, pytest.param(0.5, marks=pytest.mark.slow)],  # 0.5: about 4 s
+)
 def test_fgds_restarts_stay_inside_a_deterministic_budget(
     limit: float,
     snapshot_of: Callable[..., Snapshot],

@@ -7,13 +7,14 @@ decision variables is turned into pods and devices as the cycle does, checked by
 verifier, and scored by the independent ``solver/judges/score.py``: the term's value (its
 expression plus its constant) must be that entry, exactly. The term is exact both ways (the
 measure's booleans are reified, not bounded), so this holds for every solution, not only at
-the optimum.
+the optimum. Ten drawn instances in the default run, thirty in the slow one.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
@@ -119,16 +120,7 @@ class _Collect(cp_model.CpSolverSolutionCallback):
             self.stop_search()
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(instances(), st.sampled_from([6000, 0]))
-def test_the_term_equals_the_scores_entry_on_every_solution(
-    data: dict[str, Any], exact_limit: int
-) -> None:
+def _term_equals_the_scores_entry_on_every_solution(data: dict[str, Any], exact_limit: int) -> None:
     s, _ = load_instance({**API, **data})
     ix = build_index(CycleContext.of(s), SolverConfig(exact_limit=exact_limit), None)
     if not ix.items:
@@ -163,6 +155,32 @@ def test_the_term_equals_the_scores_entry_on_every_solution(
         plan = assemble_plan(s, disaggregate(ix, v.read(one), None), {})
         assert verify(s, plan) == []
         assert score(s, plan)[NAME] == next(iter(values)) + term.const
+
+
+def _examples(n: int) -> settings:
+    return settings(
+        max_examples=n,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+@_examples(10)
+@given(instances(), st.sampled_from([6000, 0]))
+def test_the_term_equals_the_scores_entry_on_every_solution(
+    data: dict[str, Any], exact_limit: int
+) -> None:
+    _term_equals_the_scores_entry_on_every_solution(data, exact_limit)
+
+
+@pytest.mark.slow  # the same with 30 examples: about 7 s
+@_examples(30)
+@given(instances(), st.sampled_from([6000, 0]))
+def test_the_term_equals_the_scores_entry_on_30_drawn_instances(
+    data: dict[str, Any], exact_limit: int
+) -> None:
+    _term_equals_the_scores_entry_on_every_solution(data, exact_limit)
 
 
 @st.composite
