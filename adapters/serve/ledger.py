@@ -3,9 +3,13 @@
 An :class:`InFlight` gang holds its whole plan — every pod's node and devices — from the
 moment it is admitted until the cache shows every pod bound to its planned node (then it is
 done) or it is taken back. Its pods are not planned again, and each one counts as running
-on its planned node in the next snapshots (kube-scheduler's assume cache), unless it was
-applied (ungated or bound) more than ``assume_ttl`` ago and the cache still does not show it
-bound: then it stops counting and the ledger reports it once (:meth:`Ledger.expired`).
+on its planned node in the next snapshots (kube-scheduler's assume cache) until it is bound
+(then the cache counts it), deleted, or taken back (re-gated, deleted, its pin removed),
+however long that takes: an ungated pod pinned to a node is kube-scheduler's to bind there
+at any moment, so its room is never given to another gang meanwhile. A pod applied more than
+``assume_ttl`` ago that the cache does not show bound is reported once
+(:meth:`Ledger.expired`); it keeps its room (``bind_timeout`` decides when its gang is
+taken back).
 
 Nothing here lives only in memory: each pod gangplan applies carries the gang's whole plan
 in its annotation ``gangplan.io/plan`` — JSON ``{"gang": "ns/name", "at": epoch seconds,
@@ -124,15 +128,15 @@ class Ledger:
         return {k for f in self.gangs.values() for k in f.pods()}
 
     def assumed(self, now: float, ttl: float) -> dict[ObjKey, PodPlacement]:
-        """The pods that count as running where planned: every pod of every gang in flight
-        (not being taken back), except those applied more than ``ttl`` ago."""
+        """The pods that count as running where planned: every pod of every gang in flight,
+        whenever it was applied (``now`` and ``ttl`` are kept for the callers: a pinned pod
+        that kube-scheduler is slow to bind still holds its room); of a gang being taken
+        back, the pods it applied that are not removed yet (``back``: an ungated pod whose
+        delete failed is still pinned, and may still be bound there)."""
         out: dict[ObjKey, PodPlacement] = {}
         for f in self.gangs.values():
-            if f.taking_back:
-                continue
             for name, p in f.placements.items():
-                t = f.applied.get(name)
-                if t is not None and now - t > ttl and name not in f.confirmed:
+                if f.taking_back and (name not in f.back or name not in f.applied):
                     continue
                 out[(f.namespace, name)] = p
         return out

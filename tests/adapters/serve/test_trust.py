@@ -5,6 +5,9 @@ outcome out by hand from the cluster it builds."""
 
 from __future__ import annotations
 
+import json
+
+from kubesim import Controller, Kubelet, Scheduler, final_check
 from objects import gang_pods, node, volcano_group
 
 from gangplan.adapters.serve.api import KINDS
@@ -127,3 +130,135 @@ def test_failures_of_a_take_back_are_named(memory: InMemoryApi, clock: FakeClock
     report = loop.cycle()
     assert report.failures == 1
     assert report.failed == ["ml/g: g-0: taking back: 500 InternalError: injected"]
+
+
+# ---------------------------------------------------------------- finding 2: a pinned pod
+
+
+class SlowScheduler(Scheduler):
+    """kube-scheduler that binds an ungated, pinned pod ``delay_s`` after it first saw it
+    so (by UID): a scheduler under load, or one waiting on a volume."""
+
+    def __init__(self, api: InMemoryApi, clock: FakeClock, delay_s: float):
+        super().__init__(api)
+        self.clock, self.delay_s = clock, delay_s
+        self.seen: dict[str, float] = {}
+
+    def step(self) -> int:
+        now = self.clock.now()
+        n = 0
+        for p in self.api.objects(PODS):
+            spec, uid = p["spec"], p["metadata"]["uid"]
+            if spec.get("nodeName") or spec.get("schedulingGates"):
+                continue
+            host = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+            if host is None:
+                continue
+            first = self.seen.setdefault(uid, now)
+            if now - first >= self.delay_s:
+                self.api.bind(p["metadata"]["namespace"], p["metadata"]["name"], host, uid=uid)
+                n += 1
+        return n
+
+
+def holding(api: InMemoryApi) -> list[tuple[str, str, int, tuple[str, ...]]]:
+    """Every live pod that holds GPUs on a node: bound, or ungated and pinned (name, node,
+    GPUs, the device ids gangplan gave it)."""
+    out = []
+    for p in api.objects(PODS):
+        spec = p["spec"]
+        if p["status"].get("phase") in ("Succeeded", "Failed") or spec.get("schedulingGates"):
+            continue
+        where = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(
+            "kubernetes.io/hostname"
+        )
+        if not where:
+            continue
+        c = spec["containers"][0]["resources"]
+        gpus = int((c.get("limits") or {}).get("nvidia.com/gpu", 0))
+        ann = (p["metadata"].get("annotations") or {}).get(
+            "scheduling.koordinator.sh/device-allocated"
+        )
+        ids = tuple(a["id"] for a in json.loads(ann).get("gpu") or []) if ann else ()
+        out.append((p["metadata"]["name"], where, gpus, ids))
+    return out
+
+
+def double_booked(api: InMemoryApi, capacity: int = 8) -> list[str]:
+    """Nodes holding more GPUs than they have, and GPU ids held by two pods."""
+    per_node: dict[str, int] = {}
+    owner: dict[tuple[str, str], str] = {}
+    problems = []
+    for name, where, gpus, ids in holding(api):
+        per_node[where] = per_node.get(where, 0) + gpus
+        for d in ids:
+            if (where, d) in owner:
+                problems.append(f"{where}/{d}: {owner[(where, d)]} and {name}")
+            owner[(where, d)] = name
+    problems += [f"{n}: {g} GPUs held" for n, g in per_node.items() if g > capacity]
+    return problems
+
+
+def test_a_slow_scheduler_never_double_books_a_pinned_node(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # 2 nodes of 8 GPUs; three gangs a, b, c of two 8-GPU pods, each filling the cluster.
+    # kube-scheduler binds 120 s after the ungate (assume_ttl_s 30, bind_timeout_s 300).
+    # By hand: a pinned at 0, bound at 120, runs 60 s; then b or c (a tie), then the other.
+    # Before: a's pinned pods stopped counting at 30 s and b was pinned onto the same nodes
+    # (16 GPUs pinned on 8-GPU nodes), then the kubelet refused one of the two (OutOfgpu).
+    for i in range(2):
+        memory.put(node(f"n{i}"))
+    ctl = Controller(memory)
+    for g in ("a", "b", "c"):
+        ctl.add(g, 2, gpus=8)
+    sched, kubelet = SlowScheduler(memory, clock, 120.0), Kubelet(memory, clock, duration=60)
+    loop = make_loop(memory, clock)
+    admitted: list[str] = []
+    for _ in range(80):
+        report = loop.cycle()
+        admitted += report.admitted
+        assert report.taken_back == [], report.taken_back
+        assert double_booked(memory) == [], f"t={clock.now() - 1.8e9:g}"
+        sched.step()
+        kubelet.step()
+        assert double_booked(memory) == []
+        ctl.step()
+        clock.advance(10.0)
+        if len(ctl.finished) == 3:
+            break
+    assert admitted[0] == "ml/a" and sorted(admitted) == ["ml/a", "ml/b", "ml/c"]  # one at a time
+    assert ctl.finished == [k.split("/")[1] for k in admitted]
+    assert kubelet.rejected == []
+    assert sorted(memory.bindings.values()) == [1] * 6
+    assert loop.metrics.expired._value.get() == 6  # each pod waited past assume_ttl_s
+
+
+def test_a_gang_taken_back_while_the_scheduler_is_slow_was_never_partly_bound(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # the same cluster, one gang of two 8-GPU pods, kube-scheduler at 120 s and
+    # bind_timeout_s 90: the watchdog takes the gang back before either pod is bound (it
+    # deletes both; the controller recreates them gated) — at no take-back is one of its
+    # pods bound and the other not, and no pod is ever bound.
+    for i in range(2):
+        memory.put(node(f"n{i}"))
+    ctl = Controller(memory)
+    ctl.add("g", 2, gpus=8)
+    sched, kubelet = SlowScheduler(memory, clock, 120.0), Kubelet(memory, clock, duration=60)
+    loop = make_loop(memory, clock, bind_timeout_s=90, backoff_initial_s=10)
+    backs = 0
+    for _ in range(40):
+        report = loop.cycle()
+        if report.taken_back:
+            backs += 1
+            bound = [p for p in memory.objects(PODS) if p["spec"].get("nodeName")]
+            assert bound == []
+        assert double_booked(memory) == []
+        sched.step()
+        kubelet.step()
+        ctl.step()
+        clock.advance(10.0)
+    assert backs >= 2  # at ~100 s, and again after the back-off and a new 90 s
+    assert memory.bindings == {} or set(memory.bindings.values()) == {0}
+    assert final_check(memory) == []
