@@ -84,6 +84,27 @@ def test_every_docs_file_cited_exists() -> None:
     assert missing == []
 
 
+CITED_PATH = re.compile(
+    r"(?<![\w./])(?:models|topology|solver|adapters|tests|scripts|deploy|instances|docs)/"
+    r"[\w./-]*[\w-](?:\.py|\.sh|\.yaml|\.md)?"
+)
+"""A path of the repository named in text: ``solver/judges/verify.py``, ``deploy/``."""
+
+
+def test_every_repository_path_cited_exists() -> None:
+    # a module moved (solver/verify.py -> solver/judges/verify.py) leaves no citation behind
+    missing = sorted(
+        {
+            f"{p.relative_to(ROOT)}: {m.group(0)}"
+            for p in SOURCES
+            if p.name != "test_docs.py"
+            for m in CITED_PATH.finditer(p.read_text(encoding="utf-8"))
+            if not (ROOT / m.group(0)).exists()
+        }
+    )
+    assert missing == []
+
+
 def _anchors(doc: Path) -> set[str]:
     """GitHub's anchors of a Markdown file's headings: lowercase, punctuation but ``-`` and
     ``_`` dropped, spaces as ``-``. A ``#`` line inside a fenced code block is no heading."""

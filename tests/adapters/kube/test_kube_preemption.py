@@ -145,8 +145,8 @@ def test_running_pods_carry_their_start_and_their_gangs_minimum(tmp_path: Path) 
 
 
 def test_the_documented_script_evicts_nominates_waits_then_binds(tmp_path: Path) -> None:
-    """docs/kubernetes.md's script on a preemption stream (instances/cases/11: l-0 goes, h
-    takes n1 and n2): the Eviction posted first, the nominations patched on the status
+    """docs/kubernetes.md's script on a preemption stream (case 11 of instances/cases/: l-0
+    goes, h takes n1 and n2): the Eviction posted first, the nominations patched on the status
     subresource, then h's annotation patches and Bindings, waiting for l-0 to be gone
     before the first Binding."""
     import json

@@ -1,7 +1,7 @@
 """The aggregated mode (gangs counted per block of nodes, above ``exact_limit``) against the
 exact one (counted per node), and its plans against the verifier.
 
-A block holds the nodes of one leaf that the same items may use (``solver/model/indexing``);
+A block holds the nodes of one leaf that the same items may use (``solver/model/indexing.py``);
 before it was the whole leaf, and turning counts into pods then picked nodes by pod shape
 only, ignoring GPU models, selectors, taints and a required ``node`` level: the verifier
 rejected the plan and the cycle fell back to the incumbent (issue 9). Here the aggregated
