@@ -546,7 +546,8 @@ def score_lines(
     line per part, most important first, in the score's order: per priority class how far
     its queues are below their fair targets (summed over the class's queues: weight x
     percentage points of dominant share, so it may pass 100; queues of weight 0
-    unweighted), then the GPUs and pods admitted and (``evicted``: from
+    unweighted), then the GPUs and pods admitted (at gangs' minimums and beyond) and
+    (``evicted``: from
     :func:`evicted_by_class`) evicted — the score counts their difference; the extra domains
     multi-pod gangs use per level (``preferred``: at their preferred levels); the partly
     used GPU nodes and domains of ``lowest_level``; the pods moved from the previous plan.
@@ -562,8 +563,11 @@ def score_lines(
     out = []
     for c in classes:
         lost_milli, lost_pods = gone.get(c, (0, 0))
-        gpus = (values.get(f"{c}.gpu_milli", 0) + lost_milli) / GPU_MILLI
-        pods = values.get(f"{c}.pods", 0) + lost_pods
+        # the minimums' and the growth entries together: every pod admitted in the class
+        gpus = (
+            values.get(f"{c}.gpu_milli", 0) + values.get(f"{c}.growth_gpu_milli", 0) + lost_milli
+        ) / GPU_MILLI
+        pods = values.get(f"{c}.pods", 0) + values.get(f"{c}.growth_pods", 0) + lost_pods
         short = -values.get(f"{c}.fairness", 0) / 1000 / 10_000
         short0 = -values.get(f"{c}.fairness_w0", 0) / 10_000
         zero = f", weight-0 queues {short0:.1f}" if short0 else ""

@@ -21,7 +21,13 @@ Every public name is exported here; the modules:
 
 from gangplan.models.base import API_VERSION, GPU_MILLI, gang_key
 from gangplan.models.checks import Problem, SnapshotError
-from gangplan.models.elastic import growing_nodes, growth_gang
+from gangplan.models.elastic import (
+    growing_nodes,
+    growth_gang,
+    minimum_counts,
+    minimum_gang,
+    running_minimum_gpu,
+)
 from gangplan.models.free import NodeFree, PodHold
 from gangplan.models.instance import (
     InstanceError,
@@ -168,7 +174,10 @@ __all__ = [
     "growth_gang",
     "instance_from_snapshot",
     "load_instance",
+    "minimum_counts",
+    "minimum_gang",
     "open_status",
     "parse_quantity",
+    "running_minimum_gpu",
     "why_not_recreated",
 ]

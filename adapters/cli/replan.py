@@ -112,6 +112,10 @@ def _entry(name: str, a: int, b: int, level: str, weight: int) -> str:
             return f"{head} GPUs admitted {num(a / 1000)} -> {num(b / 1000)}"
         if tail == "pods":
             return f"{head} pods admitted {a} -> {b}"
+        if tail == "growth_gpu_milli":
+            return f"{head} GPUs beyond minimums {num(a / 1000)} -> {num(b / 1000)}"
+        if tail == "growth_pods":
+            return f"{head} pods beyond minimums {a} -> {b}"
     units = {
         "fragmentation.expected": ("expected fragm.", -1 / 1000 / weight, " GPUs"),
         "fragmentation.gpu_nodes": ("partly used GPU nodes", -1, ""),

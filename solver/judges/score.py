@@ -16,7 +16,14 @@ benchmark — goes through it. Entries, in order:
    ``p{c}.fairness_w0``
        the same, unweighted, for queues of weight 0 (served last);
    ``p{c}.gpu_milli``, ``p{c}.pods``
-       milli-GPUs, then pods, admitted in the class (throughput);
+       milli-GPUs, then pods, admitted in the class at gangs' minimums (throughput);
+   ``p{c}.growth_gpu_milli``, ``p{c}.growth_pods``
+       the same for the pods beyond gangs' minimums (growth), which rank below every
+       minimum of the class: **admission before growth** (``docs/design.md``). A gang's
+       minimum is :func:`~gangplan.models.minimum_counts` (per role ``r``, ``M_r``); an
+       admitted gang's pods of role ``r`` count ``min(placed_r, M_r)`` in the minimum and the
+       rest as growth; a growth gang's (``models/elastic.py``) are all growth. Fairness
+       counts the minimums only, so no growth is bought with fairness either;
 
 2. locality (objective 2), for gangs admitted with more than one pod:
    ``locality.preferred`` minus the sum, over gangs (and roles) with a ``preferred`` level,
@@ -53,9 +60,13 @@ benchmark — goes through it. Entries, in order:
 5. ``stability``: minus the pods of ``previous`` whose node differs now (0 without one).
 
 With preemption on, an evicted pod is lost throughput of its own class: it counts minus its
-milli-GPU and minus one pod in ``p{c}.gpu_milli`` / ``p{c}.pods`` of its running gang's
-priority class (the classes of evictable running gangs join those of pending gangs). So a
-higher class is never given up for a lower one. Fairness is measured on the cycle's starting
+milli-GPU and minus one pod in its running gang's priority class (the classes of evictable
+running gangs join those of pending gangs), in ``p{c}.growth_gpu_milli`` /
+``p{c}.growth_pods`` while its gang keeps running (an elastic victim's pods above its
+minimum), and, for a gang evicted whole, its ``min_member`` pods asking the fewest GPUs
+(:func:`~gangplan.models.running_minimum_gpu`) in ``p{c}.gpu_milli`` / ``p{c}.pods``, the
+rest in growth. So a higher class is never given up for a lower one, and a victim's pods
+above its minimum go before any whole victim. Fairness is measured on the cycle's starting
 usage, evictions left out: a queue that evicts its own lower-priority gangs for a higher one
 does not lose share by it (its lower class pays, in throughput).
 """
@@ -67,13 +78,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import total_ordering
 
-from gangplan.models import GPU_MILLI, Gang, Plan, RunningPod, Snapshot, growing_nodes
+from gangplan.models import (
+    GPU_MILLI,
+    Gang,
+    Plan,
+    RunningPod,
+    Snapshot,
+    growing_nodes,
+    minimum_counts,
+    running_minimum_gpu,
+)
 from gangplan.models.quantity import CPU
 from gangplan.solver.judges.fairness import FairShares, fair_shares
 from gangplan.solver.judges.fragmentation import Workload, shape_fragmentation
 from gangplan.topology import NODE_LEVEL, Topology, build_topology
 
 __all__ = [
+    "CLASS_ENTRIES",
     "EVICTION_ENTRIES",
     "Score",
     "expected_fragmentation",
@@ -138,6 +159,9 @@ class Score:
         return ", ".join(f"{n}={v}" for n, v in self.entries)
 
 
+CLASS_ENTRIES = ("fairness", "fairness_w0", "gpu_milli", "pods", "growth_gpu_milli", "growth_pods")
+"""The entries of each priority class, in order (``p{c}.`` before each)."""
+
 EVICTION_ENTRIES = (
     "preemption.evicted_gpu_milli",
     "preemption.evicted_pods",
@@ -161,7 +185,7 @@ def score_names(snapshot: Snapshot, topology: Topology | None = None) -> tuple[s
     topo = topology or build_topology(snapshot)
     names: list[str] = []
     for c in score_classes(snapshot):
-        names += [f"p{c}.fairness", f"p{c}.fairness_w0", f"p{c}.gpu_milli", f"p{c}.pods"]
+        names += [f"p{c}.{e}" for e in CLASS_ENTRIES]
     names.append("locality.preferred")
     names += [f"locality.{lv}" for lv in topo.all_levels]
     names += [
@@ -183,25 +207,39 @@ class _Evicted:
     gpu: dict[int, int]
     count: dict[int, int]
     recency: int
+    min_gpu: dict[int, int]
+    """per class, the milli-GPU of the minimums of the gangs evicted whole (of ``gpu``)"""
+    min_count: dict[int, int]
+    """per class, the ``min_member`` pods of the gangs evicted whole (of ``count``)"""
 
     @classmethod
     def of(cls, snapshot: Snapshot, plan: Plan) -> _Evicted:
         gpu: dict[int, int] = defaultdict(int)
         count: dict[int, int] = defaultdict(int)
+        min_gpu: dict[int, int] = defaultdict(int)
+        min_count: dict[int, int] = defaultdict(int)
         pods: list[RunningPod] = []
         recency = 0
         if snapshot.preemption.enabled and plan.evictions:
             rules = snapshot.preemption_rules
             evicted = plan.evicted
+            gone: dict[str, int] = defaultdict(int)
             for pod in snapshot.running:
                 if (pod.namespace, pod.name) not in evicted:
                     continue
                 pods.append(pod)
                 victim = rules.gang_of(pod)
+                gone[victim.key] += 1
                 gpu[victim.priority] += pod.requests.get(snapshot.gpu, 0)
                 count[victim.priority] += 1
                 recency += rules.recency(victim)
-        return cls(pods, gpu, count, recency)
+            for key, n in gone.items():
+                victim = rules.gangs[key]
+                if n == victim.size:  # evicted whole: its minimum is lost too
+                    m = min(victim.min_member, victim.size)
+                    min_count[victim.priority] += m
+                    min_gpu[victim.priority] += running_minimum_gpu(victim.pods, m, snapshot.gpu)
+        return cls(pods, gpu, count, recency, min_gpu, min_count)
 
 
 def score(
@@ -230,17 +268,27 @@ def score(
             pods_by_gang[key].append((p.role, p.node))
 
     lost = _Evicted.of(snapshot, plan)
+    growing = growing_nodes(snapshot)
     entries: list[tuple[str, int]] = []
     for c in score_classes(snapshot):
         added: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        gpu = -lost.gpu.get(c, 0)
-        pods = -lost.count.get(c, 0)
+        gpu = -lost.min_gpu.get(c, 0)
+        pods = -lost.min_count.get(c, 0)
+        grown_gpu = -(lost.gpu.get(c, 0) - lost.min_gpu.get(c, 0))
+        grown = -(lost.count.get(c, 0) - lost.min_count.get(c, 0))
         for key, placed in pods_by_gang.items():
             gang = gangs[key]
             if gang.priority != c:
                 continue
+            minimum = minimum_counts(gang, snapshot.gpu, growth=key in growing)
+            seen: dict[str, int] = defaultdict(int)
             for role_name, _node in placed:
                 req = gang.role(role_name).requests
+                seen[role_name] += 1
+                if seen[role_name] > minimum[role_name]:  # beyond the minimum: growth
+                    grown_gpu += req.get(snapshot.gpu, 0)
+                    grown += 1
+                    continue
                 gpu += req.get(snapshot.gpu, 0)
                 pods += 1
                 for r, v in fs.contribution(req).items():
@@ -257,10 +305,11 @@ def score(
             (f"p{c}.fairness_w0", fair0),
             (f"p{c}.gpu_milli", gpu),
             (f"p{c}.pods", pods),
+            (f"p{c}.growth_gpu_milli", grown_gpu),
+            (f"p{c}.growth_pods", grown),
         ]
 
     locality = [0] * (1 + len(topo.all_levels))
-    growing = growing_nodes(snapshot)
     for key, placed in pods_by_gang.items():
         for i, v in enumerate(gang_locality(topo, gangs[key], placed, growing.get(key, []))):
             locality[i] += v

@@ -27,13 +27,25 @@ priority that fills the room does not excuse the eviction (a plan evicting for a
 would have fit anyway, and backfilling the room with one that may not preempt, is
 refused). The check counts node totals, not device ids: an eviction that only frees a
 particular GPU device (a share that blocks a whole GPU on a node whose total has room) is
-not needed in this sense. An elastic gang evicted whole is held to the whole-gang rule.
+not needed in this sense. An elastic gang evicted whole is held to the whole-gang rule,
+and, on each node holding ``min_member`` of its pods or more, putting back that many of
+them (per resource the smallest requests) must overflow too: it could not have kept its
+minimum there (so a victim's pods above its minimum go before the victim whole).
+
+**Evictions make room for a gang's minimum only** (volcano#2627: an elastic preemptor
+evicted whole gangs to run its optional pods): of a gang that may evict the victim, only
+pods that can be part of its minimum count — per node and resource, the most of that
+resource any choice of its pods there asks that fits in a minimum (each role's own
+minimum, and no more than ``min_size`` pods: :attr:`Gang.min_size <gangplan.models.Gang.
+min_size>`, :meth:`Gang.role_min <gangplan.models.Gang.role_min>`); a growth gang (a running
+elastic gang's room to grow, ``models/elastic.py``) counts nothing, its minimum being empty.
+A gang's pods above its minimum use free room only.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from gangplan.models import (
@@ -44,6 +56,7 @@ from gangplan.models import (
     RunningGang,
     RunningPod,
     Snapshot,
+    growing_nodes,
 )
 
 __all__ = [
@@ -54,6 +67,7 @@ __all__ = [
     "check_victim_grace",
     "check_victim_priority",
     "check_victim_whole",
+    "unneeded_evictions",
 ]
 
 
@@ -171,47 +185,121 @@ def check_victim_priority(ctx: _Ctx) -> Iterator[tuple[str, str]]:
 def check_eviction_needed(ctx: _Ctx) -> Iterator[tuple[str, str]]:
     """No eviction for nothing (module docstring): putting a victim back must overflow a
     node it held, counting kept running pods, the victim and the pods of gangs that may
-    evict it."""
-    s = ctx.snapshot
+    evict it (one minimum's worth of each)."""
+    victims = list(_victims(ctx).values())
+    for _key, why in unneeded_evictions(ctx.snapshot, ctx.plan.evicted, victims, ctx.pods):
+        yield ("eviction_needed", why)
+
+
+def unneeded_evictions(
+    s: Snapshot,
+    evicted: set[tuple[str, str]] | frozenset[tuple[str, str]],
+    victims: Sequence[tuple[RunningGang, Sequence[RunningPod]]],
+    pods: Iterable[tuple[PodPlacement, Gang, Role]],
+) -> Iterator[tuple[str, str]]:
+    """The rule of :func:`check_eviction_needed` for some victims: ``evicted`` the
+    (namespace, pod) of every running pod the plan evicts, ``victims`` the running gangs to
+    check with their evicted pods, ``pods`` the plan's pods with their gang and role (at
+    least those on the victims' nodes). Yields (victim key, why) per eviction made for
+    nothing; the baselines' greedy preemption asks it before keeping a round's victims."""
     rules = s.preemption_rules
-    evicted = ctx.plan.evicted
+    pods = list(pods)
     kept: dict[str, Counter[str]] = defaultdict(Counter)
+    nodes = {p.node for rg, _gone in victims for p in rg.pods}
     for pod in s.running:
-        if (pod.namespace, pod.name) not in evicted:
+        if pod.node in nodes and (pod.namespace, pod.name) not in evicted:
             kept[pod.node].update(pod.requests)
-    for rg, gone in _victims(ctx).values():
-        eligible: dict[str, Counter[str]] = defaultdict(Counter)
+    growing = growing_nodes(s)
+    for rg, gone in victims:
+        on: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+        gangs: dict[str, Gang] = {}
         may: dict[str, bool] = {}
-        for p, gang, role in ctx.pods:
+        for p, gang, role in pods:
             if gang.key not in may:
                 may[gang.key] = rules.kind(gang, rg) is not None
-            if may[gang.key]:
-                eligible[p.node].update(role.requests)
+            if may[gang.key] and gang.key not in growing:
+                on[p.node][gang.key][role.name] += 1
+                gangs[gang.key] = gang
         if not any(may.values()):
             continue  # no gang of the plan may evict it: victim_priority (or grace) says so
+        eligible: dict[str, Counter[str]] = defaultdict(Counter)
+        for node_name, per_gang in on.items():
+            resources = {r for pod in rg.pods if pod.node == node_name for r in pod.requests}
+            for key, counts in per_gang.items():
+                for res in resources:
+                    eligible[node_name][res] += _most_in_minimum(gangs[key], counts, res)
         whole = len(gone) == rg.size
         units = [list(rg.pods)] if whole else [[pod] for pod in gone]
         for unit in units:
-            if not _overflows(s, unit, kept, eligible):
+            if not _overflows(s, _back(unit), kept, eligible):
                 what = f"running gang {rg.key}" if whole else f"pod {unit[0].name!r} of {rg.key}"
                 yield (
-                    "eviction_needed",
+                    rg.key,
                     f"{what} is evicted for nothing: put back, it fits beside the running "
-                    "pods kept and the pods of gangs that may evict it on "
+                    "pods kept and the minimums of gangs that may evict it on "
                     + ", ".join(sorted({p.node for p in unit})),
                 )
+        if whole and rg.elastic:
+            # evicted whole where it could have kept its minimum on one of its nodes
+            for node_name, back in _minimum_back(rg).items():
+                if not _overflows(s, {node_name: back}, kept, eligible):
+                    yield (
+                        rg.key,
+                        f"running gang {rg.key} is evicted whole, but its minimum of "
+                        f"{rg.min_member} pods, put back on {node_name}, fits beside the "
+                        "running pods kept and the minimums of gangs that may evict it",
+                    )
+
+
+def _most_in_minimum(gang: Gang, counts: Counter[str], resource: str) -> int:
+    """The most of ``resource`` that pods of ``gang`` — ``counts`` per role, on one node —
+    ask when only pods that fit in one minimum count: up to each role's own minimum
+    free, then the rest of ``min_size`` from the roles asking the most of it (a greedy
+    choice, optimal as every pod costs one place of the minimum)."""
+    took = {r.name: min(counts[r.name], gang.role_min(r)) for r in gang.roles}
+    rest = gang.min_size - sum(gang.role_min(r) for r in gang.roles)
+    for r in sorted(gang.roles, key=lambda r: -r.requests.get(resource, 0)):
+        more = max(0, min(rest, counts[r.name] - took[r.name]))
+        took[r.name] += more
+        rest -= more
+    return sum(n * gang.role(name).requests.get(resource, 0) for name, n in took.items())
+
+
+def _back(unit: list[RunningPod]) -> dict[str, Counter[str]]:
+    """What ``unit``'s pods ask per node."""
+    back: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in unit:
+        back[pod.node].update(pod.requests)
+    return back
+
+
+def _minimum_back(rg: RunningGang) -> dict[str, Counter[str]]:
+    """Per node holding at least ``min_member`` pods of elastic ``rg``: per resource, the
+    sum of the ``min_member`` smallest requests of its pods there (the least its minimum
+    kept there could ask; exact for identical pods)."""
+    by_node: dict[str, list[RunningPod]] = defaultdict(list)
+    for pod in rg.pods:
+        by_node[pod.node].append(pod)
+    out: dict[str, Counter[str]] = {}
+    for node_name, pods in by_node.items():
+        if len(pods) < rg.min_member:
+            continue
+        need: Counter[str] = Counter()
+        for res in {r for p in pods for r in p.requests}:
+            asks = sorted(p.requests.get(res, 0) for p in pods)
+            need[res] = sum(asks[: rg.min_member])
+        out[node_name] = need
+    return out
 
 
 def _overflows(
     s: Snapshot,
-    unit: list[RunningPod],
+    back: dict[str, Counter[str]],
     kept: dict[str, Counter[str]],
     eligible: dict[str, Counter[str]],
 ) -> bool:
-    """Would ``unit``'s pods, put back, overflow some resource they ask on their node?"""
-    back: dict[str, Counter[str]] = defaultdict(Counter)
-    for pod in unit:
-        back[pod.node].update(pod.requests)
+    """Would ``back`` (what some pods ask, per node), put back, overflow some resource
+    they ask on their node?"""
     for node_name, req in back.items():
         node = s.node_by_name.get(node_name)
         if node is None:

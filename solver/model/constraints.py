@@ -60,6 +60,7 @@ class Constraints:
         "queue_max",  # Σ_{gangs of q} req·placed ≤ max[q] − running[q]
         "victims_whole",  # kept(v) ∈ {0} ∪ [min_member, size]; no eligible gang: stay
         "evictions_needed",  # evicted(v) ⇒ ∨ over[v,n,r]: putting v back overflows n
+        # (an elastic victim: its minimum too; of an elastic preemptor one minimum counts)
         "moves_replaced",  # replan: admit[copy(v)] = 1 − stay[v]; Σ moved ≤ budget
         "held_capacity",  # Σ_{i may not backfill R} req·x[i,n] ≤ room(R,n,r)  (reservations)
     )
@@ -81,6 +82,7 @@ class Constraints:
         raise to stop the build (the builder's time check)."""
         self.m, self.ix, self.v = model, ix, v
         self.progress = progress
+        self._growing = set(growing_nodes(ix.snapshot))
 
     def _node_done(self, family: str, done: int) -> None:
         """Report progress once ``done`` nodes of ``family`` are built (every
@@ -539,6 +541,26 @@ class Constraints:
                 self.m.add(v.stay(vic.id) == 1)
             if not vic.elastic:
                 continue
+            # evicted whole, it could not have kept its minimum on one of its nodes: put
+            # back there (per resource the smallest requests), it overflows too
+            m = vic.gang.min_member
+            per_node: dict[int, list[int]] = defaultdict(list)
+            for u in vic.units:
+                per_node[vs.units[u].node].extend([u] * vs.units[u].size)
+            for n, pods in sorted(per_node.items()):
+                if len(pods) < m:
+                    continue
+                resources = sorted({r for u in set(pods) for r, _a in vs.units[u].requests})
+                kept_min = []
+                for r in resources:
+                    least = sum(sorted(vs.units[u].req(r) for u in pods)[:m])
+                    o = self._overflow(vic.id, n, r, least, ("minimum", vic.id, n, r))
+                    if o is not None:
+                        kept_min.append(o)
+                if kept_min:
+                    self.m.add(sum(kept_min) >= 1).only_enforce_if(evicted)
+                else:
+                    self.m.add(v.stay(vic.id) == 1)
             for u in vic.units:
                 unit = vs.units[u]
                 part = [
@@ -559,6 +581,41 @@ class Constraints:
         if self.ix.ctx.moves is not None:
             add_moves(self.m, self.ix, self.v, self.ix.ctx.moves)
 
+    def _minimum_pods(
+        self,
+        group: int,
+        pairs: list[tuple[int, cp_model.IntVar]],
+        resource: str,
+        key: tuple[object, ...],
+        name: str,
+    ) -> list[tuple[int, cp_model.LinearExprT]]:
+        """Evictions make room for a gang's minimum only (the verifier's rule): of an elastic
+        gang's pods on the node (``pairs``: item, its count there), ``need[k,i] <= x``
+        counted, at most one minimum's worth — ``Σ_r max(need_r, role_min_r) <= min_size``
+        (a role's pods up to its own minimum are free, the rest share ``min_size`` less the
+        roles' minimums). Returns the terms (coefficient of ``resource``, ``need``)."""
+        ix, v = self.ix, self.v
+        gang = ix.groups[group].gang
+        slack = gang.min_size - sum(gang.role_min(r) for r in gang.roles)
+        out: list[tuple[int, cp_model.LinearExprT]] = []
+        beyond: list[cp_model.LinearExprT] = []
+        for i, x in pairs:
+            item = ix.items[i]
+            own = gang.role_min(item.role)
+            bound = min(item.count, own + slack)
+            need = v.need(key, i, bound, name)
+            self.m.add(need <= x)
+            out.append((ix.shapes[item.shape].req(resource), need))
+            if own == 0:
+                beyond.append(need)
+            elif bound > own:
+                extra = v.need((*key, "beyond"), i, bound - own, name + ",beyond")
+                self.m.add(extra >= need - own)
+                beyond.append(extra)
+        if beyond:
+            self.m.add(sum(beyond) <= slack)
+        return out
+
     def _overflow(
         self, victim: int, node: int, resource: str, back: int, key: tuple[object, ...]
     ) -> cp_model.IntVar | None:
@@ -576,18 +633,28 @@ class Constraints:
         terms: list[tuple[int, cp_model.LinearExprT]] = [
             (c, v.running(u)) for c, u in vs.resource_terms(s, node, resource)
         ]
+        who = vs.victims[victim].name if key[0] == "whole" else f"{key[0]}{key[1]}"
+        name = f"{who},{ix.node_names[node]},{resource}"
+        capped: dict[int, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
         for i in vs.victims[victim].eligible:
             c = ix.shapes[ix.items[i].shape].req(resource)
             b = ix.block_holding(i, node)
             x = None if b is None else v.x(i, b)
-            if c > 0 and x is not None:
-                terms.append((c, x))
+            if c <= 0 or x is None:
+                continue
+            group = ix.groups[ix.items[i].group]
+            if group.multi and group.gang.key in self._growing:
+                continue  # a growth gang's minimum is empty: it evicts for nothing
+            if group.multi and group.gang.elastic:
+                capped[group.id].append((i, x))
+                continue
+            terms.append((c, x))
+        for gid, pairs in capped.items():
+            terms += self._minimum_pods(gid, pairs, resource, key, name)
         room = node_obj.allocatable[resource] - vs.fixed[node].get(resource, 0) - back
         if not terms:
             return None
         unit = _gcd([c for c, _ in terms])
-        who = vs.victims[victim].name if key[0] == "whole" else f"{key[0]}{key[1]}"
-        name = f"{who},{ix.node_names[node]},{resource}"
         over = v.over(key, name)
         self.m.add(sum((c // unit) * e for c, e in terms) >= room // unit + 1).only_enforce_if(over)
         return over

@@ -19,7 +19,9 @@ plan the solution becomes. Where an idea comes from:
 * fairness: weighted shortfall below fair targets from progressive filling of dominant
   share — DRF (Ghodsi et al., NSDI'11), Volcano's ``proportion`` plugin (deserved),
   Kueue's fair sharing (weighted dominant share, weight 0 served last);
-* throughput: milli-GPUs then pods admitted, per priority class (Volcano/Kueue priority);
+* throughput: milli-GPUs then pods admitted, per priority class (Volcano/Kueue priority),
+  gangs' minimums before any growth (Volcano schedules every job's ``minAvailable`` before
+  any elastic pod; Optimus and ElasticFlow grow admitted jobs only);
 * locality: domains used per level, required/preferred levels — Kueue TAS (KEP-2724),
   Volcano network-topology-aware scheduling (HyperNode tiers);
 * fragmentation: FGD's expected fragmentation (Weng et al., "Beware of Fragmentation",
@@ -42,11 +44,11 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from gangplan.models import GPU_MILLI, growing_nodes
+from gangplan.models import GPU_MILLI, growing_nodes, minimum_counts, running_minimum_gpu
 from gangplan.models.quantity import CPU
 from gangplan.solver.judges.fairness import FairShares
 from gangplan.solver.judges.fragmentation import PodShape, Workload, shape_fragmentation
-from gangplan.solver.judges.score import score_names
+from gangplan.solver.judges.score import CLASS_ENTRIES, score_names
 from gangplan.solver.model.indexing import Index
 from gangplan.solver.model.variables import Variables, var_bounds
 
@@ -141,6 +143,7 @@ def _fairness_and_throughput(
     by_class_queue: dict[tuple[int, str], list[int]] = defaultdict(list)
     for item in ix.items:
         by_class_queue[(item.gang.priority, item.gang.queue)].append(item.id)
+    minimum = _minimums(model, ix, v)
     for c in fs.classes:
         fair: list[cp_model.LinearExprT] = []
         fair0: list[cp_model.LinearExprT] = []
@@ -162,7 +165,7 @@ def _fairness_and_throughput(
                     (fs.contribution(dict(ix.shapes[ix.items[i].shape].requests))[r], i)
                     for i in ids
                 ]
-                lin = base.get(r, 0) + sum(k * v.placed(i) for k, i in coeff if k)
+                lin = base.get(r, 0) + sum(k * minimum[i] for k, i in coeff if k)
                 lins.append(lin)
             dom = v.dominant(c, qname)
             model.add_max_equality(dom, lins)
@@ -179,19 +182,83 @@ def _fairness_and_throughput(
             f"p{c}.fairness_w0", sum(fair0) if fair0 else None, fair0_const, upper=0
         )
         ids = [it.id for it in ix.items if it.gang.priority == c]
-        gpu = [
-            ix.shapes[ix.items[i].shape].gpu_milli * v.placed(i)
-            for i in ids
-            if ix.shapes[ix.items[i].shape].gpu_milli
-        ]
-        pods = [v.placed(i) for i in ids]
-        gpu_max = sum(ix.shapes[ix.items[i].shape].gpu_milli * ix.items[i].count for i in ids)
+        milli = {i: ix.shapes[ix.items[i].shape].gpu_milli for i in ids}
+        # admission before growth: the minimums' pods, then the pods beyond them
+        adm = [i for i in ids if not _is_zero(minimum[i])]
+        grow = [i for i in ids if minimum[i] is not v.placed(i)]
+        bound = {i: _bound(minimum[i], ix.items[i].count) for i in ids}
+        gpu = [milli[i] * minimum[i] for i in adm if milli[i]]
         terms[f"p{c}.gpu_milli"] = ObjectiveTerm(
-            f"p{c}.gpu_milli", sum(gpu) if gpu else None, weight=3, upper=gpu_max
+            f"p{c}.gpu_milli",
+            sum(gpu) if gpu else None,
+            weight=3,
+            upper=sum(milli[i] * bound[i] for i in adm),
         )
         terms[f"p{c}.pods"] = ObjectiveTerm(
-            f"p{c}.pods", sum(pods) if pods else None, upper=sum(ix.items[i].count for i in ids)
+            f"p{c}.pods",
+            sum(minimum[i] for i in adm) if adm else None,
+            upper=sum(bound[i] for i in adm),
         )
+        ggpu = [milli[i] * (v.placed(i) - minimum[i]) for i in grow if milli[i]]
+        terms[f"p{c}.growth_gpu_milli"] = ObjectiveTerm(
+            f"p{c}.growth_gpu_milli",
+            sum(ggpu) if ggpu else None,
+            upper=sum(milli[i] * ix.items[i].count for i in grow),
+        )
+        terms[f"p{c}.growth_pods"] = ObjectiveTerm(
+            f"p{c}.growth_pods",
+            sum(v.placed(i) - minimum[i] for i in grow) if grow else None,
+            upper=sum(ix.items[i].count for i in grow),
+        )
+
+
+def _is_zero(e: cp_model.LinearExpr | int) -> bool:
+    return isinstance(e, int) and e == 0
+
+
+def _bound(e: cp_model.LinearExpr | int, count: int) -> int:
+    """An upper bound of an item's minimum expression (its count where unknown)."""
+    if isinstance(e, int):
+        return e
+    return count
+
+
+def _minimums(
+    model: cp_model.CpModel, ix: Index, v: Variables
+) -> dict[int, cp_model.LinearExpr | int]:
+    """Per item, its pods counted in its gang's minimum (the score's ``min(placed_r, M_r)``,
+    :func:`~gangplan.models.minimum_counts`): all of them for a single-pod gang or a role
+    wholly in the minimum (``placed``); none for a growth gang or a role with no share of
+    the minimum; ``M_r * admit`` where the role's own minimum is that share (the gang
+    constraints hold ``placed >= M_r * admit``); else ``minimum[i]`` with
+    ``minimum <= placed`` and ``minimum <= M_r * admit``, which every term reading it wants
+    as large as it can be (so it is the min at the optimum of the ``p{c}.pods`` tier; below
+    it a term is never higher than the score's entry)."""
+    growing = growing_nodes(ix.snapshot)
+    gpu = ix.snapshot.gpu
+    out: dict[int, cp_model.LinearExpr | int] = {}
+    counts: dict[int, dict[str, int]] = {}
+    for item in ix.items:
+        group = ix.groups[item.group]
+        if not group.multi:
+            out[item.id] = v.placed(item.id)
+            continue
+        gang = group.gang
+        if group.id not in counts:
+            counts[group.id] = minimum_counts(gang, gpu, growth=gang.key in growing)
+        share = counts[group.id][item.role.name]
+        if share >= item.count:
+            out[item.id] = v.placed(item.id)
+        elif share == 0:
+            out[item.id] = 0
+        elif share <= gang.role_min(item.role):
+            out[item.id] = share * v.admit(group.id)
+        else:
+            m = v.minimum(item.id, share)
+            model.add(m <= v.placed(item.id))
+            model.add(m <= share * v.admit(group.id))
+            out[item.id] = m
+    return out
 
 
 def _lost_throughput(ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -> None:
@@ -203,25 +270,48 @@ def _lost_throughput(ix: Index, v: Variables, terms: dict[str, ObjectiveTerm]) -
         return
     gpu = ix.snapshot.gpu
     by_class: dict[int, list[int]] = defaultdict(list)
-    for u in vs.units:
-        by_class[vs.victims[u.victim].gang.priority].append(u.id)
+    for unit in vs.units:
+        by_class[vs.victims[unit.victim].gang.priority].append(unit.id)
     for c, units in by_class.items():
-        for entry in ("fairness", "fairness_w0", "gpu_milli", "pods"):
+        for entry in CLASS_ENTRIES:
             # a class of victims alone: no fair target, nothing admitted (constant 0)
             terms.setdefault(f"p{c}.{entry}", ObjectiveTerm(f"p{c}.{entry}", None, 0))
-        per_entry = {
-            f"p{c}.gpu_milli": [(vs.units[u].req(gpu), u) for u in units],
-            f"p{c}.pods": [(1, u) for u in units],
+        # a victim that is not elastic loses its minimum (all its pods) or nothing; an
+        # elastic one's lost pods count in growth, and evicted whole (stay 0) it moves its
+        # minimum (min_member pods, the fewest GPUs) from growth to the minimums' entries
+        rigid = [u for u in units if not vs.victims[vs.units[u].victim].elastic]
+        bendy = [u for u in units if vs.victims[vs.units[u].victim].elastic]
+        minima: dict[int, tuple[int, int]] = {}
+        for u in bendy:
+            w = vs.units[u].victim
+            if w not in minima:
+                g = vs.victims[w].gang
+                minima[w] = (g.min_member, running_minimum_gpu(g.pods, g.min_member, gpu))
+        # (coefficient, kept expression, its value when nothing is evicted)
+        per_entry: dict[str, list[tuple[int, cp_model.LinearExprT, int]]] = {
+            f"p{c}.gpu_milli": [
+                (vs.units[u].req(gpu), v.running(u), vs.units[u].size) for u in rigid
+            ]
+            + [(mg, v.stay(w), 1) for w, (_m, mg) in minima.items()],
+            f"p{c}.pods": [(1, v.running(u), vs.units[u].size) for u in rigid]
+            + [(m, v.stay(w), 1) for w, (m, _mg) in minima.items()],
+            f"p{c}.growth_gpu_milli": [
+                (vs.units[u].req(gpu), v.running(u), vs.units[u].size) for u in bendy
+            ]
+            + [(-mg, v.stay(w), 1) for w, (_m, mg) in minima.items()],
+            f"p{c}.growth_pods": [(1, v.running(u), vs.units[u].size) for u in bendy]
+            + [(-m, v.stay(w), 1) for w, (m, _mg) in minima.items()],
         }
-        for name, pairs in per_entry.items():
-            coeffs = [(k, u) for k, u in pairs if k]
+        for name, triples in per_entry.items():
+            coeffs = [(k, e, n) for k, e, n in triples if k]
             if not coeffs:
                 continue
-            kept: list[cp_model.LinearExprT] = [k * v.running(u) for k, u in coeffs]
-            lost = sum(k * vs.units[u].size for k, u in coeffs)
+            kept: list[cp_model.LinearExprT] = [k * e for k, e, _n in coeffs]
+            lost = sum(k * n for k, _e, n in coeffs)
+            most = sum(k * n for k, _e, n in coeffs if k > 0)
             old = terms[name]
             expr = sum(kept) if old.expr is None else sum([old.expr, *kept])
-            upper = None if old.upper is None and old.expr is not None else (old.upper or 0) + lost
+            upper = None if old.upper is None and old.expr is not None else (old.upper or 0) + most
             terms[name] = ObjectiveTerm(
                 name, expr, old.const - lost, weight=old.weight, upper=upper
             )

@@ -23,6 +23,9 @@ kind               hint   meaning
                           domain *D* of level *L*
 ``dominant[c,q]``  --     queue *q*'s dominant share in priority class *c* after the plan (ppm)
 ``shortfall[c,q]`` --     how far it stays below its fair target (ppm)
+``minimum[i]``     --     pods of item *i* counted in its gang's minimum (admission before
+                          growth: at most its placed pods and the role's share of the
+                          minimum, :func:`~gangplan.models.minimum_counts`, if admitted)
 ``role_placed[i]`` --     item *i* (a role with a preferred level) has a pod
 ``gpu_used[n]``,   --     node *n* has GPUs taken / all its GPUs taken after the plan
 ``gpu_full[n]``
@@ -35,6 +38,8 @@ kind               hint   meaning
 ``full[u]``        --     unit *u* of an elastic victim keeps all its pods
 ``over[v,n,r]``    --     putting victim *v* (or one pod of unit *u*) back would overflow
                           resource *r* of node *n* (the rule "no eviction for nothing")
+``need[k,i]``      --     pods of item *i* on the node of overflow check *k* counted as its
+                          elastic gang's minimum there (evictions make room for minimums only)
 ``frag_ge``        --     FGD's measure: GPU *d* of node *n* has at least *g* milli-GPU free
                           after the plan (key ``(n, d, g)``)
 ``frag_part``      --     that device's free milli-GPU when ``frag_ge``, else 0
@@ -106,6 +111,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("uses", False),
     Kind("dominant", False),
     Kind("shortfall", False),
+    Kind("minimum", False),
     Kind("role_placed", False),
     Kind("gpu_used", False),
     Kind("gpu_full", False),
@@ -116,6 +122,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("keep", True),
     Kind("full", False),
     Kind("over", False),
+    Kind("need", False),
     Kind("frag_ge", False),
     Kind("frag_part", False),
     Kind("frag_ok", False),
@@ -465,6 +472,14 @@ class Variables:
             var = self._int("shortfall", key, target, f"shortfall[p{cls},{queue}]")
         return var
 
+    def minimum(self, item: int, bound: int) -> cp_model.IntVar:
+        """``minimum[i]``: 0 .. ``bound`` pods of item ``item`` counted in its gang's minimum
+        (the objective's throughput terms define it)."""
+        var = self._vars["minimum"].get(item)
+        if var is None:
+            var = self._int("minimum", item, bound, f"minimum[{self.ix.items[item].name}]")
+        return var
+
     def role_placed(self, item: int) -> cp_model.IntVar:
         """``role_placed[i]``: item ``item`` has at least one pod."""
         var = self._vars["role_placed"].get(item)
@@ -560,6 +575,16 @@ class Variables:
         var = self._vars["over"].get(key)
         if var is None:
             var = self._bool("over", key, f"over[{name}]")
+        return var
+
+    def need(self, key: tuple[object, ...], item: int, bound: int, name: str) -> cp_model.IntVar:
+        """``need[k, i]``: 0 .. ``bound`` pods of item ``item`` counted, in the overflow check
+        ``key`` (of :meth:`over`), as its elastic gang's minimum on that node (the family
+        ``evictions_needed`` defines it)."""
+        full = (*key, item)
+        var = self._vars["need"].get(full)
+        if var is None:
+            var = self._int("need", full, bound, f"need[{name},{self.ix.items[item].name}]")
         return var
 
     # ------------------------------------------------------------------ fragmentation

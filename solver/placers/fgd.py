@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from gangplan.models import Gang, PodPlacement, Role
 from gangplan.solver.context import CycleContext
 from gangplan.solver.judges.fragmentation import FgdScorer
-from gangplan.solver.placers.queue_order import QueueOrder, pod_names
+from gangplan.solver.placers.queue_order import QueueOrder, admit_then_grow, pod_names
 from gangplan.solver.placers.ranking import NodeRanking, may_hold, node_ranking
 from gangplan.topology import NODE_LEVEL
 
@@ -200,21 +200,19 @@ class _GangPlacer:
             return None
         return placed
 
-    def run(self) -> list[PodPlacement]:
-        out: list[PodPlacement] = []
-        for gang in self.order:
-            level = gang.topology.required if gang.topology else None
-            if level is None:
-                pods = self.place_gang(gang, None)
-            else:
-                pods = None
-                for dom in self.ordered_domains(gang, gang.roles[0], level, None, True):
-                    pods = self.place_gang(gang, dom)
-                    if pods:
-                        break
+    def place_anywhere(self, gang: Gang) -> list[PodPlacement] | None:
+        level = gang.topology.required if gang.topology else None
+        if level is None:
+            return self.place_gang(gang, None)
+        for dom in self.ordered_domains(gang, gang.roles[0], level, None, True):
+            pods = self.place_gang(gang, dom)
             if pods:
-                out.extend(pods)
-        return out
+                return pods
+        return None
+
+    def run(self) -> list[PodPlacement]:
+        """Every gang in order, minimums before growth (:func:`admit_then_grow`)."""
+        return admit_then_grow(self.ctx, self.order, self.state, self.place_anywhere)
 
 
 def fgd(

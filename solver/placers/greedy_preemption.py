@@ -35,8 +35,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from gangplan.models import Eviction, Gang, PodPlacement, RunningGang, RunningPod
+from gangplan.models import (
+    Eviction,
+    Gang,
+    PodPlacement,
+    Role,
+    RunningGang,
+    RunningPod,
+    Snapshot,
+    growing_nodes,
+    minimum_gang,
+)
 from gangplan.solver.context import CycleContext
+from gangplan.solver.judges.verify_evictions import unneeded_evictions
 from gangplan.solver.placers.greedy import place_gang
 from gangplan.solver.placers.queue_order import QueueOrder, running_charge
 from gangplan.solver.placers.state import ClusterState, DeviceChoice
@@ -173,6 +184,39 @@ def _candidates(
     return out
 
 
+def _for_a_device(
+    s: Snapshot,
+    evicted: set[tuple[str, str]],
+    steps: list[_Step],
+    admitted: list[PodPlacement],
+    on_node: dict[str, list[tuple[PodPlacement, Gang, Role]]],
+) -> bool:
+    """Would some victim of the round, put back, fit the node totals beside the pods kept
+    and the minimums of the gangs that may evict it (the verifier's rule,
+    :func:`~gangplan.solver.judges.verify_evictions.unneeded_evictions`)? Then the round
+    evicts for a device alone."""
+    if not steps:
+        return False
+    gone = set(evicted)
+    for st in steps:
+        gone |= {(p.namespace, p.name) for p in st.pods}
+    victims: dict[str, tuple[RunningGang, list[RunningPod]]] = {}
+    for st in steps:
+        victims.setdefault(st.victim.key, (st.victim, []))[1].extend(st.pods)
+    for rg in {v.key: v for v, _ in victims.values()}.values():
+        for pod in rg.pods:  # the victim's earlier evictions count with this round's
+            if (pod.namespace, pod.name) in evicted and pod not in victims[rg.key][1]:
+                victims[rg.key][1].append(pod)
+    nodes = {p.node for rg, _g in victims.values() for p in rg.pods}
+    gangs = s.gang_by_key
+    pods = [x for n in nodes for x in on_node.get(n, [])]
+    for p in admitted:
+        if p.node in nodes:
+            g = gangs[p.gang_key]
+            pods.append((p, g, g.role(p.role)))
+    return any(True for _ in unneeded_evictions(s, gone, list(victims.values()), pods))
+
+
 def greedy_preemption(
     ctx: CycleContext,
     pods: list[PodPlacement],
@@ -206,6 +250,15 @@ def greedy_preemption(
     evictor = _Evictor(ctx, state, order)
     evicted: set[tuple[str, str]] = set()
     out = list(pods)
+    on_node: dict[str, list[tuple[PodPlacement, Gang, Role]]] = defaultdict(list)
+
+    def keep(placed: list[PodPlacement]) -> None:
+        for p in placed:
+            g = s.gang_by_key[p.gang_key]
+            on_node[p.node].append((p, g, g.role(p.role)))
+
+    keep(pods)
+    growing = growing_nodes(s)
     evictions: list[Eviction] = []
     for gang in order:
         if out_of_time is not None and out_of_time():
@@ -217,18 +270,23 @@ def greedy_preemption(
         admitted: list[PodPlacement] | None = place_gang(ctx, state, order, gang)
         if admitted:
             out += admitted
+            keep(admitted)
             continue
+        if gang.key in growing:
+            continue  # growth evicts no one: its minimum is empty (admission before growth)
         if not _within_max(order, gang):
             # its queue's max holds it back whatever is evicted: an eviction is for node
             # capacity only (the verifier's evictions_needed; design: no eviction for
             # nothing), so none is tried
             continue
+        # evictions make room for its minimum only: an elastic gang is placed at it
+        target = minimum_gang(gang, s.gpu) if gang.elastic else gang
         for step in _candidates(ctx, state, gang, evicted):
             if out_of_time is not None and out_of_time():
                 break
             evictor.evict(step.pods)
             steps.append(step)
-            admitted = place_gang(ctx, state, order, gang)
+            admitted = place_gang(ctx, state, order, target)
             if admitted:
                 break
         if not admitted:
@@ -243,8 +301,11 @@ def greedy_preemption(
                 if used & {p.node for p in st.pods} or not evictor.restore(st.pods)
             ][::-1]
         steps = [st for st in reversed(steps) if not evictor.restore(st.pods)][::-1]
-        if not order.within_max(gang):
-            # victims of its own queue put back took the queue past its max: undone
+        if not order.within_max(gang) or _for_a_device(s, evicted, steps, admitted, on_node):
+            # victims of its own queue put back took the queue past its max, or an eviction
+            # freed a particular device only (the node's totals had room: PCIe pairing, GPU
+            # shares spread over devices, a whole GPU held by a share), which the verifier
+            # refuses (eviction_needed): undone, the gang stays pending
             for p in admitted:
                 state.remove(p, gang.role(p.role))
                 order.charge(gang, gang.role(p.role), -1)
@@ -252,6 +313,7 @@ def greedy_preemption(
                 assert evictor.restore(step.pods)
             continue
         out += admitted
+        keep(admitted)
         for step in steps:
             evicted |= {(p.namespace, p.name) for p in step.pods}
             kind = rules.kind(gang, step.victim)

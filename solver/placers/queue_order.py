@@ -28,12 +28,27 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 
-from gangplan.models import Gang, PodPlacement, Role, RunningPod, Snapshot
+from gangplan.models import (
+    Gang,
+    PodPlacement,
+    Role,
+    RunningPod,
+    Snapshot,
+    growing_nodes,
+    minimum_gang,
+)
 from gangplan.solver.context import CycleContext
 from gangplan.solver.placers.ranking import FailedPods
-from gangplan.solver.placers.state import ClusterState
+from gangplan.solver.placers.state import ClusterState, DeviceChoice
 
-__all__ = ["QueueOrder", "place_in_order", "pod_charge", "pod_names", "running_charge"]
+__all__ = [
+    "QueueOrder",
+    "admit_then_grow",
+    "place_in_order",
+    "pod_charge",
+    "pod_names",
+    "running_charge",
+]
 
 
 def _with_models(snapshot: Snapshot, requests: dict[str, int], model: str | None) -> dict[str, int]:
@@ -186,24 +201,95 @@ def pod_names(gang: Gang) -> dict[str, list[str]]:
     return {r.name: [r.pod_name(gang.name, i) for i in range(r.count)] for r in gang.roles}
 
 
+def admit_then_grow(
+    ctx: CycleContext,
+    order: QueueOrder,
+    state: ClusterState,
+    place: Callable[[Gang], list[PodPlacement] | None],
+) -> list[PodPlacement]:
+    """Admission before growth (``docs/design.md``, objective 1), for every baseline: the
+    gangs in ``order``, one priority class at a time; within a class, first every gang at
+    its minimum (an elastic gang cut to :func:`~gangplan.models.minimum_gang`; a growth gang,
+    ``models/elastic.py``, waits), then growth, in the same order: a growth gang is placed
+    (its pods use only the room the class's minimums left), and an elastic gang admitted at
+    its minimum is taken back and placed whole by ``place`` (which keeps the pods beyond its
+    minimum that fit), or, where that fails, put back exactly as it was. So freed GPUs start
+    a waiting gang before they enlarge another, as Volcano schedules every job's
+    ``minAvailable`` before any elastic pod.
+
+    ``place(gang)``: places one gang on ``state``, charging ``order`` (None: nothing
+    placed, nothing changed). Returns the placed pods, gang by gang in admission order."""
+    gpu = ctx.snapshot.gpu
+    growing = growing_nodes(ctx.snapshot)
+    placed: dict[str, list[PodPlacement]] = {}
+    later: list[Gang] = []
+
+    def take_back(gang: Gang, pods: list[PodPlacement]) -> None:
+        for p in reversed(pods):
+            role = gang.role(p.role)
+            state.remove(p, role)
+            order.charge(gang, role, -1)
+
+    def put_back(gang: Gang, pods: list[PodPlacement]) -> None:
+        for p in pods:
+            role = gang.role(p.role)
+            again = state.place(gang, role, p.node, p.pod, DeviceChoice.of(p))
+            assert again is not None, f"{p.pod} no longer fits where it was just placed"
+            order.charge(gang, role)
+
+    def grow() -> None:
+        for gang in later:
+            before = placed.pop(gang.key, None)
+            if before is not None:
+                take_back(gang, before)
+            pods = place(gang)
+            if pods:
+                placed[gang.key] = pods
+            elif before is not None:
+                put_back(gang, before)
+                placed[gang.key] = before
+        later.clear()
+
+    cls: int | None = None
+    for gang in order:
+        if cls is not None and gang.priority != cls:
+            grow()
+        cls = gang.priority
+        if gang.key in growing:
+            later.append(gang)
+            continue
+        if not gang.elastic:
+            pods = place(gang)
+        else:
+            pods = place(minimum_gang(gang, gpu))
+            if pods:
+                later.append(gang)
+        if pods:
+            placed[gang.key] = pods
+    grow()
+    return [p for pods in placed.values() for p in pods]
+
+
 def place_in_order(
     ctx: CycleContext,
     place: Callable[[CycleContext, ClusterState, QueueOrder, Gang], list[PodPlacement] | None],
 ) -> list[PodPlacement]:
-    """The baselines' cycle: each gang in :class:`QueueOrder`, placed by ``place`` on one
-    copy of the cycle's state (a gang ``place`` cannot place leaves no pod); a one-pod gang
-    alike to one that already found no node is skipped
-    (:class:`~gangplan.solver.placers.ranking.FailedPods`). Returns the placed pods in order."""
+    """The baselines' cycle: the gangs in :class:`QueueOrder`, minimums before growth
+    (:func:`admit_then_grow`), each placed by ``place`` on one copy of the cycle's state (a
+    gang ``place`` cannot place leaves no pod); a one-pod gang alike to one that already
+    found no node is skipped (:class:`~gangplan.solver.placers.ranking.FailedPods`). Returns
+    the placed pods."""
     state = ctx.state()
     order = QueueOrder(ctx)
     failed = FailedPods(state)
-    out: list[PodPlacement] = []
-    for gang in order:
+
+    def one(gang: Gang) -> list[PodPlacement] | None:
         if failed.known(gang):
-            continue
+            return None
         pods = place(ctx, state, order, gang)
-        if pods:
-            out.extend(pods)
-        else:
+        if not pods:
             failed.failed(gang)
-    return out
+            return None
+        return pods
+
+    return admit_then_grow(ctx, order, state, one)

@@ -555,6 +555,8 @@ def test_verify_json_has_the_raw_score_tuple(tmp_path: Path) -> None:
         ["p0.fairness_w0", 0],
         ["p0.gpu_milli", 4000],
         ["p0.pods", 3],
+        ["p0.growth_gpu_milli", 0],  # no elastic gang: nothing beyond a minimum
+        ["p0.growth_pods", 0],
         ["locality.preferred", 0],
         ["locality.leaf", 0],
         ["locality.node", -1],

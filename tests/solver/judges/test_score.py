@@ -24,7 +24,14 @@ TAIL = ("fragmentation.expected", "fragmentation.gpu_nodes", "fragmentation.leav
 
 
 def cls(c: int) -> tuple[str, ...]:
-    return (f"p{c}.fairness", f"p{c}.fairness_w0", f"p{c}.gpu_milli", f"p{c}.pods")
+    return (
+        f"p{c}.fairness",
+        f"p{c}.fairness_w0",
+        f"p{c}.gpu_milli",
+        f"p{c}.pods",
+        f"p{c}.growth_gpu_milli",
+        f"p{c}.growth_pods",
+    )
 
 
 def expect(names: Sequence[str], values: Sequence[int]) -> tuple[tuple[str, int], ...]:
@@ -60,11 +67,15 @@ def test_priority_class_before_fairness_of_lower_classes(two_nodes, one_role_gan
     # A: hi and lo-a. Class 10: qa at 500,000 = target. Class 0: qa at 500,000 >= 250,000,
     # qb at 0: shortfall 250,000 x 1000. Both nodes full: no fragmentation.
     a = judged(snap, {"hi": [("w", "n1")], "lo-a": [("w", "n2")]})
-    assert a.entries == expect(names, (0, 0, 4000, 1, -250_000_000, 0, 4000, 1, 0, 0, 0, 0, 0, 0))
+    assert a.entries == expect(
+        names, (0, 0, 4000, 1, 0, 0, -250_000_000, 0, 4000, 1, 0, 0, 0, 0, 0, 0, 0, 0)
+    )
     # B: lo-a and lo-b: a perfectly fair class 0 and more of it, but class 10 gets nothing:
     # qa short 500,000 x 1000 there.
     b = judged(snap, {"lo-a": [("w", "n1")], "lo-b": [("w", "n2")]})
-    assert b.entries == expect(names, (-500_000_000, 0, 0, 0, 0, 0, 8000, 2, 0, 0, 0, 0, 0, 0))
+    assert b.entries == expect(
+        names, (-500_000_000, 0, 0, 0, 0, 0, 0, 0, 8000, 2, 0, 0, 0, 0, 0, 0, 0, 0)
+    )
     assert a > b
 
 
@@ -82,14 +93,14 @@ def test_fairness_before_throughput_within_a_class(two_nodes, one_role_gang, jud
     names = (*cls(0), *FLAT, *TAIL)
     # more: a1 + a2, 8 GPUs; qb short 375,000 x 1000
     more = judged(snap, {"a1": [("w", "n1")], "a2": [("w", "n2")]})
-    assert more.entries == expect(names, (-375_000_000, 0, 8000, 2, 0, 0, 0, 0, 0, 0))
+    assert more.entries == expect(names, (-375_000_000, 0, 8000, 2, 0, 0, 0, 0, 0, 0, 0, 0))
     # fair: a1 + b1, 7 GPUs; qa at 500,000 short 125,000 x 1000; n2 has 3 of 4 GPUs taken.
     # Expected fragmentation (workload: the pending pods, 4-GPU x 2 and 3-GPU x 1): n2's one
     # free GPU holds neither shape, so all 1000 milli count for both: 2 x 1000 + 1 x 1000.
     # (In every other plan of these tests each node is full, or holds the workload's shapes
     # with no device partly free: 0.)
     fair = judged(snap, {"a1": [("w", "n1")], "b1": [("w", "n2")]})
-    assert fair.entries == expect(names, (-125_000_000, 0, 7000, 2, 0, 0, -3000, -1, 0, 0))
+    assert fair.entries == expect(names, (-125_000_000, 0, 7000, 2, 0, 0, 0, 0, -3000, -1, 0, 0))
     assert fair > more
 
 
@@ -107,13 +118,13 @@ def test_weight_zero_is_served_last(two_nodes, one_role_gang, judged) -> None:
     )
     names = (*cls(0), *FLAT, *TAIL)
     both = judged(snap, {"a1": [("w", "n1")], "z1": [("w", "n2")]})
-    assert both.entries == expect(names, (0, 0, 8000, 2, 0, 0, 0, 0, 0, 0))
+    assert both.entries == expect(names, (0, 0, 8000, 2, 0, 0, 0, 0, 0, 0, 0, 0))
     # qz short 500,000, not multiplied by a weight
     only_a = judged(snap, {"a1": [("w", "n1")]})
-    assert only_a.entries == expect(names, (0, -500_000, 4000, 1, 0, 0, 0, 0, 0, 0))
+    assert only_a.entries == expect(names, (0, -500_000, 4000, 1, 0, 0, 0, 0, 0, 0, 0, 0))
     # qz takes everything: qa short 500,000 x 1000
     only_z = judged(snap, {"z1": [("w", "n1")], "z2": [("w", "n2")]})
-    assert only_z.entries == expect(names, (-500_000_000, 0, 8000, 2, 0, 0, 0, 0, 0, 0))
+    assert only_z.entries == expect(names, (-500_000_000, 0, 8000, 2, 0, 0, 0, 0, 0, 0, 0, 0))
     assert both > only_a > only_z
 
 
@@ -130,16 +141,16 @@ def test_locality_level_by_level(fat_tree, one_role_gang, judged) -> None:
 
     # one leaf, two full nodes
     leaf = judged(snap, pods("n1", "n1", "n2", "n2"))
-    assert leaf.entries == expect(names, (0, 0, 8000, 4, 0, 0, 0, -1, 0, 0, 0, 0))
+    assert leaf.entries == expect(names, (0, 0, 8000, 4, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0))
     # one spine, two leaves, two full nodes; both leaves half used
     spine = judged(snap, pods("n1", "n1", "n3", "n3"))
-    assert spine.entries == expect(names, (0, 0, 8000, 4, 0, 0, -1, -1, 0, 0, -2, 0))
+    assert spine.entries == expect(names, (0, 0, 8000, 4, 0, 0, 0, 0, -1, -1, 0, 0, -2, 0))
     # one spine, two leaves, four half-used nodes
     spread = judged(snap, pods("n1", "n2", "n3", "n4"))
-    assert spread.entries == expect(names, (0, 0, 8000, 4, 0, 0, -1, -3, 0, -4, -2, 0))
+    assert spread.entries == expect(names, (0, 0, 8000, 4, 0, 0, 0, 0, -1, -3, 0, -4, -2, 0))
     # two spines: s1/l1 and s2/l1 are two leaves although both are named l1
     spines = judged(snap, pods("n1", "n1", "n5", "n5"))
-    assert spines.entries == expect(names, (0, 0, 8000, 4, 0, -1, -1, -1, 0, 0, -2, 0))
+    assert spines.entries == expect(names, (0, 0, 8000, 4, 0, 0, 0, -1, -1, -1, 0, 0, -2, 0))
     # a gang split across two leaves of one spine beats two spines, even with more nodes
     # and more fragmentation
     assert leaf > spine > spread > spines
@@ -162,11 +173,11 @@ def test_preferred_level_moves_to_the_front(fat_tree, one_role_gang, judged) -> 
     # two spines, two leaves, two nodes for g: preferred -1, spine -1, leaf -1, node 0 + h's -1.
     # Partly used: n7, n8; leaves s1/l1, s2/l1, s2/l2 (4 of 8 GPUs each).
     few_nodes = judged(snap, {"g": [("w", "n1"), ("w", "n1"), ("w", "n5"), ("w", "n5")], "h": h})
-    assert few_nodes.entries == expect(names, (0, 0, 12000, 6, -1, -1, -1, -1, 0, -2, -3, 0))
+    assert few_nodes.entries == expect(names, (0, 0, 12000, 6, 0, 0, -1, -1, -1, -1, 0, -2, -3, 0))
     # one spine, two leaves, four nodes for g: preferred -3, spine 0, leaf -1, node h's -1.
     # Partly used: n1..n4, n7, n8; leaves s1/l1, s1/l2, s2/l2.
     one_spine = judged(snap, {"g": [("w", "n1"), ("w", "n2"), ("w", "n3"), ("w", "n4")], "h": h})
-    assert one_spine.entries == expect(names, (0, 0, 12000, 6, -3, 0, -1, -1, 0, -6, -3, 0))
+    assert one_spine.entries == expect(names, (0, 0, 12000, 6, 0, 0, -3, 0, -1, -1, 0, -6, -3, 0))
     # without the preference one_spine would win on the spine; with it, few nodes wins
     assert few_nodes > one_spine
 
@@ -182,13 +193,13 @@ def test_fragmentation_partly_used_nodes_then_leaves(fat_tree, one_role_gang, ju
     names = (*cls(0), *TREE, *TAIL)
     # on n1: n1 full; leaf s1/l1 has 4 of 8 -> one partly used leaf
     fill = judged(snap, {"h": [("w", "n1")]})
-    assert fill.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, 0, -1, 0))
+    assert fill.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0))
     # on n2, same leaf: n1 and n2 half used; s1/l1 partly used
     same_leaf = judged(snap, {"h": [("w", "n2")]})
-    assert same_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, -2, -1, 0))
+    assert same_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, 0, 0, -2, -1, 0))
     # on n3, another leaf: n1 and n3 half used; s1/l1 and s1/l2 partly used
     other_leaf = judged(snap, {"h": [("w", "n3")]})
-    assert other_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, -2, -2, 0))
+    assert other_leaf.entries == expect(names, (0, 0, 2000, 1, 0, 0, 0, 0, 0, 0, 0, -2, -2, 0))
     assert fill > same_leaf > other_leaf
 
 
@@ -313,8 +324,12 @@ def test_stability_counts_pods_moved_from_the_previous_plan(
     previous = plan_of(snap, {"g": [("w", "n1")]})
     stay = plan_of(snap, {"g": [("w", "n1")]})
     move = plan_of(snap, {"g": [("w", "n2")]})
-    assert score(snap, stay, previous).entries == expect(names, (0, 0, 4000, 1, 0, 0, 0, 0, 0, 0))
-    assert score(snap, move, previous).entries == expect(names, (0, 0, 4000, 1, 0, 0, 0, 0, 0, -1))
+    assert score(snap, stay, previous).entries == expect(
+        names, (0, 0, 4000, 1, 0, 0, 0, 0, 0, 0, 0, 0)
+    )
+    assert score(snap, move, previous).entries == expect(
+        names, (0, 0, 4000, 1, 0, 0, 0, 0, 0, 0, 0, -1)
+    )
     # without a previous plan the entry is 0
     assert score(snap, move)["stability"] == 0
     assert score(snap, stay, previous) > score(snap, move, previous)
@@ -347,5 +362,5 @@ def test_score_ignores_pods_of_unknown_role_or_node(fat_tree, one_role_gang) -> 
     )
     names = (*cls(0), *TREE, *TAIL)
     assert score(snap, plan).entries == expect(
-        names, (-31_250_000, 0, 1000, 1, 0, 0, 0, 0, 0, -1, -1, 0)
+        names, (-31_250_000, 0, 1000, 1, 0, 0, 0, 0, 0, 0, 0, -1, -1, 0)
     )

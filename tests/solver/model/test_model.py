@@ -123,7 +123,8 @@ BINDING: dict[str, Any] = {
 PREEMPT: dict[str, Any] = {
     # preemption on; queue q lets its gangs evict lower priorities. Victims: w (2 pods of 2
     # GPUs on n0, whole), e (3 cpu pods on n1, elastic down to 1), s (a 500m GPU share on
-    # n2). h (2 x 4 GPUs) and k (6 cpu), both priority 10, need their room.
+    # n2). h (2 x 4 GPUs) and k (6 cpu), both priority 10, need their room; m (elastic, 2 x
+    # 2 cpu, minimum 1) may evict for its minimum only.
     "apiVersion": "gangplan.io/v1alpha1",
     "kind": "Instance",
     "preemption": {"enabled": True},
@@ -156,6 +157,13 @@ PREEMPT: dict[str, Any] = {
             "queue": "q",
             "priority": 10,
             "roles": [{"name": "w", "count": 1, "requests": {"cpu": 6}}],
+        },
+        {
+            "name": "m",
+            "queue": "q",
+            "priority": 10,
+            "min_member": 1,
+            "roles": [{"name": "w", "count": 2, "requests": {"cpu": 2}}],
         },
     ],
 }
