@@ -23,6 +23,7 @@ from gangplan.adapters.kube.bindings import dump_bindings
 from gangplan.adapters.kube.options import KubeInputError
 from gangplan.adapters.serve.api import ApiError, KubeApi
 from gangplan.adapters.serve.config import ConfigError, ServeConfig, load_config
+from gangplan.models import MovePlan, WaveLimits
 
 __all__ = ["apply", "serve", "webhook"]
 
@@ -148,15 +149,35 @@ def _some(names: list[str], shown: int = 10) -> str:
 @main.command("apply")
 @click.argument("plan", type=_FILE)
 @_options
+@click.option(
+    "--max-moving-per-node",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="a move plan: pods moving off one node per wave (as for `gangplan replan`)",
+)
+@click.option(
+    "--max-moving-per-namespace",
+    type=click.IntRange(min=1),
+    help="a move plan: pods of one namespace moving per wave (default: no cap)",
+)
 def apply(
-    plan: Path, config: Path | None, kubeconfig: Path | None, context: str | None, dry_run: bool
+    plan: Path,
+    config: Path | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    dry_run: bool,
+    max_moving_per_node: int,
+    max_moving_per_namespace: int | None,
 ) -> None:
     """Apply PLAN (a kind: Plan file from gangplan solve) to the cluster, as serve would:
     checked against the live cluster by the verifier, then patched or bound, gang by gang.
-    A kind: MovePlan file (gangplan replan -o) runs wave by wave: targets held, pods
-    evicted together (PodDisruptionBudgets first), then placed on their targets."""
+    A kind: MovePlan file (gangplan replan -o) is first replayed whole on the live cluster
+    by the move verifier (the rules of gangplan verify; the caps given here, the cluster's
+    PodDisruptionBudgets), then runs wave by wave: targets held, pods evicted together,
+    then placed on their targets. --dry-run prints each wave's requests and waits for
+    none."""
     from gangplan.adapters.serve import run
-    from gangplan.models import MovePlan
 
     with user_errors():
         p = load_any_plan(plan)
@@ -164,8 +185,12 @@ def apply(
         cfg, api = _setup(config, kubeconfig, context, dry_run)
         from gangplan.adapters.serve.moves import MovePlanRefused
 
+        limits = WaveLimits(
+            max_moving_per_node=max_moving_per_node,
+            max_moving_per_namespace=max_moving_per_namespace,
+        )
         try:
-            _apply_moves(api, cfg, p, plan)
+            _apply_moves(api, cfg, p, plan, limits)
         except run.NotSynced as err:
             raise _not_synced(api, err) from None
         except MovePlanRefused as err:
@@ -191,12 +216,26 @@ def apply(
         raise UserError(_failure_lines(report.failed, report.failures))
 
 
-def _apply_moves(api: KubeApi, cfg: ServeConfig, plan: Any, path: Path) -> None:
+def _apply_moves(
+    api: KubeApi, cfg: ServeConfig, plan: MovePlan, path: Path, limits: WaveLimits
+) -> None:
     import time
 
     from gangplan.adapters.serve.moves import apply_moves
 
-    reports = apply_moves(api, cfg, plan, wait=lambda: time.sleep(2.0), polls=150)
+    reports = apply_moves(api, cfg, plan, wait=lambda: time.sleep(2.0), polls=150, limits=limits)
+    if cfg.dry_run:
+        for r in reports:
+            click.echo(f"# wave {r.index}")
+            if r.requests:
+                click.echo(dump_bindings(r.requests), nl=False)
+            click.echo(
+                f"wave {r.index}: {len(r.evicted)} pods would be evicted, {len(r.placed)} placed",
+                err=True,
+            )
+        total = sum(len(r.requests) for r in reports)
+        click.echo(f"dry run: {total} requests in {len(reports)} waves, none sent", err=True)
+        return
     for r in reports:
         click.echo(
             f"wave {r.index}: {len(r.evicted)} pods evicted, {len(r.placed)} placed"

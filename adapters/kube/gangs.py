@@ -30,7 +30,7 @@ from gangplan.adapters.kube import workloads as wl
 from gangplan.adapters.kube.objects import KubeObject, Registry
 from gangplan.adapters.kube.options import KubeOptions
 from gangplan.adapters.kube.pod_reader import ANN_KOORD_GANG_MIN, ANN_KUEUE_TOTAL, group_what
-from gangplan.adapters.kube.pods import PodInfo, TopologyRequest
+from gangplan.adapters.kube.pods import PodInfo, TopologyRequest, carried_selector
 from gangplan.adapters.kube.predicted import Predicted
 from gangplan.adapters.kube.priorities import Priorities
 from gangplan.adapters.kube.queues import QueueBook, quantities
@@ -493,7 +493,7 @@ class GangAssembler:
             if p.started is None or p.deadline is None
             else p.started + p.deadline,
             # where it may go if its gang moves, and who recreates it once evicted
-            "node_selector": p.node_selector,
+            "node_selector": carried_selector(p),
             "node_affinity": [t.model_dump() for t in p.affinity],
             "tolerations": [t.model_dump() for t in p.tolerations],
             "owner": p.owner if isinstance(p.owner, str) else p.owner.model_dump(),

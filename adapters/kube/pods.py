@@ -47,12 +47,14 @@ from gangplan.models.quantity import QuantityError, is_byte_resource, parse_quan
 __all__ = [
     "ANN_DEVICE_ALLOCATED",
     "ANN_JOINT_ALLOCATE",
+    "ANN_PLAN",
     "KOORD_GPU_PERCENT",
     "KOORD_RDMA",
     "GroupRef",
     "PodInfo",
     "PodProblem",
     "TopologyRequest",
+    "carried_selector",
     "effective_requests",
     "epoch",
     "required_terms",
@@ -104,6 +106,12 @@ class TopologyRequest:
     label: str | None = None
     tier: int | None = None
     source: str = ""
+
+
+ANN_PLAN = "gangplan.io/plan"
+"""Pod annotation: the plan of the pod's gang, written by ``gangplan serve`` and ``apply``
+when they place the pod (:mod:`gangplan.adapters.serve.ledger`)."""
+HOSTNAME = "kubernetes.io/hostname"
 
 
 @dataclass
@@ -405,3 +413,15 @@ def allocated_devices(
             if dev:
                 out.append(str(dev))
     return out
+
+
+def carried_selector(pod: PodInfo) -> dict[str, str]:
+    """The nodeSelector a running pod's replacement keeps once it is evicted, as far as the
+    pod shows it: its own, less the ``kubernetes.io/hostname`` pin that gangplan's gate
+    mode added when it placed the pod (the pod carries :data:`ANN_PLAN`; the pod its
+    controller recreates comes from the template, gated and without that pin). A selector
+    on the hostname of a pod gangplan did not place is the pod's own and stays. A tenant can
+    write the annotation on its own pod: that only frees its own pod's pin."""
+    if ANN_PLAN in pod.annotations and HOSTNAME in pod.node_selector:
+        return {k: v for k, v in pod.node_selector.items() if k != HOSTNAME}
+    return dict(pod.node_selector)

@@ -1,6 +1,17 @@
 """``gangplan apply MOVES.yaml``: a move plan (:class:`~gangplan.models.MovePlan`, from
 ``gangplan replan``) run on the cluster wave by wave, through the live loop's code path.
 
+**Before anything is sent** the plan is checked whole against the cluster as it is now:
+:func:`check_move_plan` (the plan against itself and the cluster's node names), then the
+move verifier (:func:`~gangplan.solver.judges.verify_moves.verify_moves`) replaying every
+wave on the live snapshot — the same rules as ``gangplan verify INSTANCE MOVES.yaml``:
+readiness, cordon, taints and tolerations, each pod's own nodeSelector and affinity, its GPU
+model, devices, capacity, ``preemptible``, whole gangs, an owner that recreates the pod,
+the caller's per-wave caps and the PodDisruptionBudgets of the cluster (listed now, never
+the plan's own). Any violation refuses the plan, each line naming the wave, the move and
+the rule; nothing is evicted. The plan's ``final`` is not applied here (``gangplan serve``
+plans the pending gangs), so it is not checked.
+
 Per wave, in order (the plan's own definition of a wave):
 
 1. **hold** the targets: each moved gang becomes a gang in flight of the loop's ledger
@@ -15,25 +26,54 @@ Per wave, in order (the plan's own definition of a wave):
    (mode gate: pinned and ungated; mode bind: bound).
 
 A wave that does not complete stops the plan: the later waves were planned on the state it
-was to leave. Pods are matched to their targets by name (a controller that recreates a pod
-under the same name, as a Job or JobSet with stable pod names, or the test's controller,
-does); a recreated pod under another name is not placed, and the report says so.
+was to leave. The pod that replaces an evicted one is found as its owner recreates it
+(:class:`~gangplan.models.PodOwner`, :mod:`gangplan.models.owners`): under the same name (a
+StatefulSet, a Volcano or Kubeflow job), or — an Indexed Job's pod, e.g. a JobSet's — as the
+pod, not bound yet and with a new UID, whose controller is the same Job and whose completion
+index is the same (exactly one such pod; two are not told apart and the wave stops).
+
+**Dry run** (``dry_run`` in the configuration): the checks above run, then each wave's
+requests are recorded and nothing is sent or waited for: the Evictions, then the patches
+(gate) or Bindings (bind) its placements would send. A placement's request names the
+evicted pod; the recreated pod it would go to does not exist yet, so its UID and
+``resourceVersion`` read ``(the recreated pod's)``, and an Indexed Job's pod gets it under
+its new name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import Literal
 
-from gangplan.adapters.serve.api import KubeApi
+from gangplan.adapters.kube.owners import owner_of, owner_refs
+from gangplan.adapters.kube.topology import match_labels
+from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi, Obj
 from gangplan.adapters.serve.clock import Clock
 from gangplan.adapters.serve.config import ServeConfig
-from gangplan.adapters.serve.evict import evict_together
+from gangplan.adapters.serve.evict import disruptions_allowed, evict_together
 from gangplan.adapters.serve.ledger import InFlight
 from gangplan.adapters.serve.snapshot import PodRef, pod_ref
-from gangplan.models import GangMove, MovePlan, PodPlacement, Wave
+from gangplan.models import (
+    DisruptionBudget,
+    GangMove,
+    MovePlan,
+    PodOwner,
+    PodPlacement,
+    Snapshot,
+    Wave,
+    WaveLimits,
+)
+from gangplan.solver.judges.verify_moves import verify_moves
 
-__all__ = ["MovePlanRefused", "WaveReport", "apply_moves", "check_move_plan"]
+__all__ = ["MovePlanRefused", "WaveReport", "apply_moves", "check_move_plan", "live_budgets"]
+
+PDB = KINDS["poddisruptionbudgets.policy"]
+UNKNOWN = "(the recreated pod's)"
+"""The UID and resourceVersion a dry run's placement requests carry (module docstring)."""
+
+Owners = dict[tuple[str, str], PodOwner | Literal["none"] | None]
+"""Each running pod's controller by ``(namespace, name)``, as the live snapshot read it."""
 
 
 class MovePlanRefused(Exception):
@@ -85,14 +125,58 @@ def check_move_plan(plan: MovePlan, nodes: Collection[str]) -> list[str]:
     return out
 
 
+def live_budgets(
+    api: KubeApi, snapshot: Snapshot, namespaces: Collection[str]
+) -> list[DisruptionBudget]:
+    """The PodDisruptionBudgets of ``namespaces`` as the move verifier counts them: the
+    snapshot's running pods each selects (by its ``spec.selector`` over the pods' labels as
+    the API lists them) and the disruptions it allows now
+    (:func:`~gangplan.adapters.serve.evict.disruptions_allowed`: its status, else its spec
+    as integers); a budget that says nothing usable, or selects none of them, is left out.
+
+    Raises:
+        ApiError: a list failed (the caller refuses the plan: budgets it cannot read are
+            not taken as none).
+    """
+    running = {(p.namespace, p.name) for p in snapshot.running}
+    out: list[DisruptionBudget] = []
+    for ns in sorted(set(namespaces)):
+        pdbs = api.list(PDB, ns).items
+        pods = api.list(KINDS["pods"], ns).items
+        for pdb in pdbs:
+            sel = (pdb.get("spec") or {}).get("selector")
+            meta = pdb.get("metadata") or {}
+            allowed = disruptions_allowed(pdb, pods)
+            if sel is None or allowed is None:
+                continue
+            chosen = sorted(
+                name
+                for p in pods
+                if (ns, name := str((p.get("metadata") or {}).get("name"))) in running
+                and match_labels(sel, (p.get("metadata") or {}).get("labels") or {})
+            )
+            if chosen:
+                out.append(
+                    DisruptionBudget(
+                        name=str(meta.get("name")),
+                        namespace=ns,
+                        pods=tuple(chosen),
+                        disruptions_allowed=max(0, allowed),
+                    )
+                )
+    return out
+
+
 @dataclass
 class WaveReport:
-    """One wave: the pods evicted and placed, and why it stopped ('' if it completed)."""
+    """One wave: the pods evicted and placed (in a dry run: to be), why it stopped ('' if
+    it completed), and in a dry run the requests it would send, in order."""
 
     index: int
     evicted: list[str] = field(default_factory=list)
     placed: list[str] = field(default_factory=list)
     stopped: str = ""
+    requests: list[Obj] = field(default_factory=list)
 
 
 def _flight(move: GangMove, now: float) -> InFlight:
@@ -113,15 +197,19 @@ def apply_moves(
     wait: Callable[[], None],
     polls: int = 60,
     clock: Clock | None = None,
+    limits: WaveLimits | None = None,
 ) -> list[WaveReport]:
     """Run ``plan`` wave by wave (module docstring). ``clock``: the loop's (default the
-    system's).
+    system's); ``limits``: the per-wave caps (default :class:`~gangplan.models.WaveLimits`'s:
+    2 pods off one node) and any budgets besides the cluster's; the plan's own are not
+    read. In a dry run ``wait`` is never called.
 
     Raises:
         NotSynced: a watched kind could not be listed, e.g. an API server that cannot be
             reached (:func:`~gangplan.adapters.serve.run.apply_plan`'s check; nothing is
             evicted then). Once the waves start, API errors stop a wave and are reported.
-        MovePlanRefused: :func:`check_move_plan` found problems (nothing is evicted).
+        MovePlanRefused: :func:`check_move_plan` or the move verifier found problems, or
+            the PodDisruptionBudgets could not be read (nothing is evicted).
     """
     from gangplan.adapters.serve.run import _require_synced, make_loop
 
@@ -133,16 +221,67 @@ def apply_moves(
     problems = check_move_plan(plan, nodes)
     if problems:
         raise MovePlanRefused(problems)
+    now = loop.clock.now()
+    with loop.cache.locked():
+        built = loop.live.build(
+            held=loop.ledger.held(),
+            held_gangs=set(loop.ledger.gangs),
+            assumed=loop.ledger.assumed(now, loop.config.assume_ttl_s),
+        )
+    snap = built.snapshot
+    lim = limits if limits is not None else WaveLimits()
+    namespaces = {p.namespace for w in plan.waves for p in w.evict}
+    try:
+        budgets = live_budgets(api, snap, namespaces)
+    except ApiError as err:
+        raise MovePlanRefused([f"cannot read the PodDisruptionBudgets: {err}"]) from None
+    lim = lim.model_copy(update={"budgets": (*lim.budgets, *budgets)})
+    violations = verify_moves(snap, plan, limits=lim, final=False)
+    if violations:
+        raise MovePlanRefused(
+            [f"the move plan does not hold on the cluster now: {v}" for v in violations]
+        )
+    owners: Owners = {(p.namespace, p.name): p.owner for p in snap.running}
+    if loop.config.dry_run:
+        return [_dry_wave(loop, wave, snap, built.hostnames, owners) for wave in plan.waves]
     reports: list[WaveReport] = []
     for wave in plan.waves:
-        rep = _run_wave(loop, wave, wait, polls)
+        rep = _run_wave(loop, wave, wait, polls, owners)
         reports.append(rep)
         if rep.stopped:
             break
     return reports
 
 
-def _run_wave(loop: object, wave: Wave, wait: Callable[[], None], polls: int) -> WaveReport:
+def _dry_wave(
+    loop: object, wave: Wave, snap: Snapshot, hostnames: dict[str, str], owners: Owners
+) -> WaveReport:
+    """The requests of one wave, recorded, none sent (module docstring)."""
+    from gangplan.adapters.serve.loop import ServeLoop
+
+    assert isinstance(loop, ServeLoop)
+    rep = WaveReport(wave.index)
+    start = len(loop.applier.requests)
+    for p in wave.evict:
+        loop.applier.evict(p.namespace, p.pod, None)
+        rep.evicted.append(f"{p.namespace}/{p.pod}")
+    now = loop.clock.now()
+    gates = (loop.applier.gate,) if loop.applier.mode == "gate" else ()
+    for move in wave.moves:
+        f = _flight(move, now)
+        refs = {
+            name: PodRef(f.namespace, name, UNKNOWN, UNKNOWN, gates, {}, {})
+            for name in f.placements
+        }
+        res = loop.applier.apply(f, snap, refs, hostnames, now)
+        rep.placed += [f"{f.namespace}/{n}" for n in res.done]
+    rep.requests = loop.applier.requests[start:]
+    return rep
+
+
+def _run_wave(
+    loop: object, wave: Wave, wait: Callable[[], None], polls: int, owners: Owners
+) -> WaveReport:
     from gangplan.adapters.serve.loop import ServeLoop
 
     assert isinstance(loop, ServeLoop)
@@ -176,10 +315,10 @@ def _run_wave(loop: object, wave: Wave, wait: Callable[[], None], polls: int) ->
         rep.stopped = out.message()
         if out.evicted:  # put the pods that went back where they ran: no gang left partly
             back = _put_back(wave, was, out.evicted, now)
-            rep.placed = _place(loop, back, old, wait, polls, rep)
+            rep.placed = _place(loop, back, old, owners, wait, polls, rep)
             rep.stopped += "; the evicted pods are put back where they ran"
         return rep
-    _place(loop, flights, old, wait, polls, rep)
+    _place(loop, flights, old, owners, wait, polls, rep)
     return rep
 
 
@@ -217,6 +356,7 @@ def _place(
     loop: object,
     flights: list[InFlight],
     old: dict[tuple[str, str], str | None],
+    owners: Owners,
     wait: Callable[[], None],
     polls: int,
     rep: WaveReport,
@@ -229,10 +369,13 @@ def _place(
     if not loop.config.dry_run:
         for f in flights:
             loop.ledger.add(f)
-    refs = _recreated(loop, flights, old, wait, polls)
+    refs, why = _recreated(loop, flights, old, owners, wait, polls)
     if refs is None:
-        rep.stopped = rep.stopped or "the evicted pods were not created again in time"
+        rep.stopped = rep.stopped or f"the evicted pods were not created again in time ({why})"
         return []
+    flights = [_renamed(f, refs) for f in flights]
+    for f in flights:  # an Indexed Job's pods under their new names
+        loop.ledger.add(f)
     with loop.cache.locked():
         built = loop.live.build(
             held=loop.ledger.held(),
@@ -241,7 +384,7 @@ def _place(
         )
     placed: list[str] = []
     for f in flights:
-        mine = {n: r for (ns, n), r in refs.items() if ns == f.namespace}
+        mine = {r.name: r for (ns, _n), r in refs.items() if ns == f.namespace}
         res = loop.applier.apply(f, built.snapshot, mine, built.hostnames, loop.clock.now())
         placed += [f"{f.namespace}/{n}" for n in res.done]
         if res.failed or res.broken:
@@ -252,30 +395,96 @@ def _place(
     return placed
 
 
+def _renamed(flight: InFlight, refs: dict[tuple[str, str], PodRef]) -> InFlight:
+    """``flight`` with each evicted pod's placement under the name of the pod that
+    replaced it."""
+    placements = {}
+    for name, to in flight.placements.items():
+        ref = refs.get((flight.namespace, name))
+        new = ref.name if ref is not None else name
+        placements[new] = to if new == name else to.model_copy(update={"pod": new})
+    return InFlight(flight.key, flight.namespace, flight.started, placements)
+
+
 def _recreated(
     loop: object,
     flights: list[InFlight],
     old: dict[tuple[str, str], str | None],
+    owners: Owners,
     wait: Callable[[], None],
     polls: int,
-) -> dict[tuple[str, str], PodRef] | None:
-    """The wave's pods once every one exists again (a new UID, no node), or None."""
+) -> tuple[dict[tuple[str, str], PodRef] | None, str]:
+    """The pod that replaced each of the wave's pods (by the evicted pod's
+    ``(namespace, name)``) once every one exists, or None and why not."""
     from gangplan.adapters.serve.loop import ServeLoop
 
     assert isinstance(loop, ServeLoop)
     want = [(f.namespace, n) for f in flights for n in f.placements]
+    why = ""
     for _ in range(polls):
         wait()
         loop.cache.pump()
-        refs: dict[tuple[str, str], PodRef] = {}
-        for ns, n in want:
-            raw = loop.cache.get("pods", ns, n)
-            if raw is None or (raw.get("spec") or {}).get("nodeName"):
-                break
-            ref = pod_ref(raw)
-            if ref.uid == old.get((ns, n)):
-                break
-            refs[(ns, n)] = ref
+        with loop.cache.locked():
+            refs, why = _find_recreated(loop.cache.objects("pods"), want, old, owners)
+        if refs is not None:
+            return refs, ""
+    return None, why
+
+
+def _find_recreated(
+    pods: dict[tuple[str, str], Obj],
+    want: list[tuple[str, str]],
+    old: dict[tuple[str, str], str | None],
+    owners: Owners,
+) -> tuple[dict[tuple[str, str], PodRef] | None, str]:
+    """One look at the cache's ``pods`` for the pods that replace ``want`` (module
+    docstring); None and the first pod not found yet, and why."""
+    refs: dict[tuple[str, str], PodRef] = {}
+    by_index: dict[tuple[str, str, str, str, str | None], list[Obj]] | None = None
+    for ns, n in want:
+        owner = owners.get((ns, n))
+        if isinstance(owner, PodOwner) and owner.follow == "index":
+            if by_index is None:
+                by_index = _by_owner_index(pods)
+            key = (ns, owner.group, owner.kind, owner.name, owner.index)
+            fresh = [r for r in by_index.get(key, []) if _fresh(r, old.get((ns, n)))]
+            if len(fresh) != 1:
+                what = f"{owner.describe()} index {owner.index}"
+                if not fresh:
+                    return None, f"no new pod of {what} for {ns}/{n} yet"
+                names = ", ".join(sorted(pod_ref(r).name for r in fresh))
+                return None, f"{len(fresh)} new pods of {what} for {ns}/{n}: {names}"
+            raw = fresh[0]
         else:
-            return refs
-    return None
+            found = pods.get((ns, n))
+            if found is None or not _fresh(found, old.get((ns, n))):
+                return None, f"{ns}/{n} not created again yet"
+            raw = found
+        refs[(ns, n)] = pod_ref(raw)
+    return refs, ""
+
+
+def _fresh(raw: Obj, old_uid: str | None) -> bool:
+    """A pod created after the eviction: another UID, not bound yet."""
+    meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+    return not spec.get("nodeName") and meta.get("uid") != old_uid
+
+
+def _by_owner_index(
+    pods: dict[tuple[str, str], Obj],
+) -> dict[tuple[str, str, str, str, str | None], list[Obj]]:
+    """The cache's pods by (namespace, their controller's group, kind and name, their
+    index), as :func:`~gangplan.adapters.kube.owners.owner_of` reads them."""
+    out: dict[tuple[str, str, str, str, str | None], list[Obj]] = {}
+    for (ns, name), raw in pods.items():
+        meta = raw.get("metadata") or {}
+        owner = owner_of(
+            owner_refs(meta.get("ownerReferences")),
+            name,
+            meta.get("labels") or {},
+            meta.get("annotations") or {},
+        )
+        if isinstance(owner, PodOwner):
+            key = (ns, owner.group, owner.kind, owner.name, owner.index)
+            out.setdefault(key, []).append(raw)
+    return out

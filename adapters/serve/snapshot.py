@@ -49,7 +49,7 @@ from gangplan.adapters.kube.nodes import (
 from gangplan.adapters.kube.objects import KubeObject, Registry, read_objects
 from gangplan.adapters.kube.options import KubeInputError, KubeOptions
 from gangplan.adapters.kube.pod_reader import PodReader
-from gangplan.adapters.kube.pods import PodInfo, allocated_devices
+from gangplan.adapters.kube.pods import ANN_PLAN, PodInfo, allocated_devices, carried_selector
 from gangplan.adapters.kube.predicted import Predicted
 from gangplan.adapters.kube.priorities import Priorities
 from gangplan.adapters.kube.queues import QueueBook, quantities
@@ -71,8 +71,6 @@ from gangplan.models import (
 
 __all__ = ["ANN_PLAN", "GATE", "Built", "LiveSnapshot", "PodRef", "Selection", "pod_ref"]
 
-ANN_PLAN = "gangplan.io/plan"
-"""Pod annotation: the plan of the pod's gang (:mod:`gangplan.adapters.serve.ledger`)."""
 GATE = "gangplan.io/placement"
 """The scheduling gate gangplan removes when it places a pod (mode ``gate``)."""
 HOSTNAME = "kubernetes.io/hostname"
@@ -609,7 +607,7 @@ class LiveSnapshot:
                     "devices": [d for d in devices if d in ids],
                     # as the dump reader keeps them: what a move of its gang must respect
                     "preemptible": Disruptions.own(info) is None,
-                    "node_selector": info.node_selector,
+                    "node_selector": carried_selector(info),
                     "node_affinity": [t.model_dump() for t in info.affinity],
                     "tolerations": [t.model_dump() for t in info.tolerations],
                     "owner": info.owner if isinstance(info.owner, str) else info.owner.model_dump(),

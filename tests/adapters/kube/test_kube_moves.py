@@ -98,6 +98,25 @@ def test_running_pods_keep_their_rules_and_owner(tmp_path: Path) -> None:
     assert by["vllm"].owner == "none"
 
 
+def test_the_hostname_pin_gangplan_wrote_is_not_the_pods_own(tmp_path: Path) -> None:
+    # gate mode pins a pod it places with nodeSelector kubernetes.io/hostname and marks it
+    # with gangplan.io/plan; the pod its controller recreates has no pin, so a move may
+    # take it elsewhere (before: every pod gangplan placed could only "move" to its own
+    # node). A hostname selector the pod has without that mark is its own and stays.
+    pin = {"kubernetes.io/hostname": "n1", "pool": "a"}
+    r = dump(
+        tmp_path,
+        node("n1", gpus=8, labels={"pool": "a"}),
+        pod(
+            "placed", node_name="n1", nodeSelector=dict(pin), annotations={"gangplan.io/plan": "x"}
+        ),
+        pod("pinned", node_name="n1", nodeSelector=dict(pin)),
+    )
+    by = {p.name: p for p in r.snapshot.running}
+    assert by["placed"].node_selector == {"pool": "a"}
+    assert by["pinned"].node_selector == pin
+
+
 def test_disruption_budgets_are_read(tmp_path: Path) -> None:
     # two budgets over app=x (3 running pods): one with a status allowing 1, one without a
     # status, maxUnavailable 50%: ceil(0.5 x 3) = 2; a third selects no running pod
