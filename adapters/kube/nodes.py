@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gangplan.adapters.kube import dra
 from gangplan.adapters.kube.bounds import node_devices_problem
 from gangplan.adapters.kube.objects import KubeObject, Registry
 from gangplan.adapters.kube.pods import KOORD_GPU_OTHER, KOORD_GPU_PERCENT, KOORD_RDMA
@@ -47,6 +48,7 @@ from gangplan.models.quantity import QuantityError, to_base_units
 __all__ = [
     "GPU_MODEL_LABELS",
     "device_ids",
+    "dra_devices",
     "node_data",
     "read_layouts",
     "read_levels",
@@ -212,15 +214,52 @@ def read_layouts(
     gpu: str,
     nic: str,
 ) -> DeviceLayouts:
-    """Each node's device layout: its Koordinator ``Device``, else ``template``
+    """Each node's device layout: its DRA ResourceSlices (:mod:`~gangplan.adapters.kube.dra`,
+    GPU and NIC counts from them too), else its Koordinator ``Device``, else ``template``
     (``--device-layout``) where the GPU count matches; what did not fit is listed."""
+    slices = reg.of(dra.GROUP, "ResourceSlice")
+    classes = reg.of(dra.GROUP, "DeviceClass")
+    inventory = (
+        dra.read_inventory(slices, classes, nodes, gpu=gpu, nic=nic) if slices or classes else None
+    )
+    sliced = inventory.layouts if inventory is not None else {}
     out = node_device_layouts(
-        {n: d["allocatable"] for n, d in nodes.items()},
-        reg.of("scheduling.koordinator.sh", "Device"),
+        {n: d["allocatable"] for n, d in nodes.items() if n not in sliced},
+        [d for d in reg.of("scheduling.koordinator.sh", "Device") if d.name not in sliced],
         template,
         gpu=gpu,
         nic=nic,
     )
+    if inventory is not None:
+        out.dra = inventory
+        for name, layout in sliced.items():
+            out.node_layout[name] = layout
+            out.allocatable_fix[name] = inventory.allocatable[name]
+            if name in inventory.gpu_models:
+                out.gpu_models[name] = inventory.gpu_models[name]
+            have = nodes[name]["allocatable"]
+            for res in (gpu, nic):
+                if have.get(res, 0) and have[res] != inventory.allocatable[name][res]:
+                    summary.note(
+                        "",
+                        "Node",
+                        name,
+                        REASON_ASSUMED,
+                        f"status.allocatable.{res} {have[res] // GPU_MILLI}: its ResourceSlices "
+                        f"have {inventory.allocatable[name][res] // GPU_MILLI}, which are used",
+                    )
+        for koord in reg.of("scheduling.koordinator.sh", "Device"):
+            if koord.name in sliced:
+                summary.note_object(
+                    koord, REASON_NOT_MAPPED, "not used: the node's ResourceSlices give its devices"
+                )
+        for on, what, msg in inventory.notes:
+            if on is None:
+                summary.note("ResourceSlices", "ResourceSlice", "", REASON_NOT_MAPPED, msg)
+            elif what == "skip":
+                summary.skip_object(on, REASON_NOT_MAPPED, msg)
+            else:
+                summary.note_object(on, REASON_NOT_MAPPED, msg)
     for obj, what, msg in out.notes:
         if obj is None:
             summary.note("--device-layout", "Node", "", REASON_NOT_MAPPED, msg)
@@ -245,6 +284,19 @@ def node_data(node: dict[str, Any], layouts: DeviceLayouts, levels: LevelSource)
     if not d.get("gpu_model") and name in layouts.gpu_models:
         d["gpu_model"] = layouts.gpu_models[name]
     return d
+
+
+def dra_devices(layouts: DeviceLayouts) -> dict[str, dict[str, str]]:
+    """Node -> snapshot device id -> ``driver/pool/device`` for the devices read from
+    ResourceSlices (what a ResourceClaim's allocation names); ``{}`` without slices."""
+    inv = layouts.dra
+    if inv is None:
+        return {}
+    return {
+        node: {d.name: d.ref for d in devs if d.kind != "other"}
+        for node, devs in sorted(inv.devices.items())
+        if node in inv.layouts
+    }
 
 
 def device_ids(node: dict[str, Any], layouts: DeviceLayouts, *, gpu: str, nic: str) -> set[str]:

@@ -270,6 +270,12 @@ KINDS: dict[tuple[str, str], KindSpec] = {
     ("kubeflow.org", "MXJob"): _k("v1", True, _KUBEFLOW),
     ("jobset.x-k8s.io", "JobSet"): _k("v1alpha2", True, _parse_crd(crds.JobSet)),
     ("scheduling.koordinator.sh", "Device"): _k("v1alpha1", False, _parse_crd(crds.Device)),
+    ("resource.k8s.io", "ResourceSlice"): _k("v1", False, _parse_core(k8s.V1ResourceSlice)),
+    ("resource.k8s.io", "DeviceClass"): _k("v1", False, _parse_core(k8s.V1DeviceClass)),
+    ("resource.k8s.io", "ResourceClaim"): _k("v1", True, _parse_core(k8s.ResourceV1ResourceClaim)),
+    ("resource.k8s.io", "ResourceClaimTemplate"): _k(
+        "v1", True, _parse_core(k8s.V1ResourceClaimTemplate)
+    ),
 }
 """Every (API group, kind) gangplan reads, with the versions it accepts. Any other object
 is listed in the summary as "kind not read" (or "apiVersion not read")."""

@@ -29,6 +29,7 @@ from gangplan.adapters.kube.pods import (
     PodProblem,
     TopologyRequest,
     allocated_devices,
+    claims_of,
     effective_requests,
     epoch,
     joint_policy,
@@ -191,6 +192,7 @@ class PodReader:
             kueue_queue=labels.get(wl.LABEL_KUEUE_QUEUE) or wl_labels.get(wl.LABEL_KUEUE_QUEUE),
             role_hint=next((labels[k] for k in ROLE_LABELS if labels.get(k)), None),
             topology=_topology_request(annotations),
+            claims=claims_of(spec),
         )
         pod.priority = self._priorities.of(
             spec.priority,
@@ -275,6 +277,8 @@ class PodReader:
             summary.skip_object(obj, REASON_NOT_MAPPED, str(err))
             return None
         pod.owner = owner_of(owner_refs(meta.owner_references), obj.name, labels, annotations)
+        if obj.model.status is not None and pod.claims:
+            pod.claims = claims_of(obj.model.spec, obj.model.status)
         if pod.node_name:
             status = obj.model.status
             pod.started = epoch(status.start_time) if status is not None else None

@@ -51,10 +51,12 @@ __all__ = [
     "KOORD_GPU_PERCENT",
     "KOORD_RDMA",
     "GroupRef",
+    "PodClaim",
     "PodInfo",
     "PodProblem",
     "TopologyRequest",
     "carried_selector",
+    "claims_of",
     "effective_requests",
     "epoch",
     "required_terms",
@@ -114,6 +116,19 @@ when they place the pod (:mod:`gangplan.adapters.serve.ledger`)."""
 HOSTNAME = "kubernetes.io/hostname"
 
 
+@dataclass(frozen=True)
+class PodClaim:
+    """One entry of a pod's ``spec.resourceClaims`` (core/v1 ``PodResourceClaim``): its name
+    in the pod, and the ResourceClaim it names (``resourceClaimName``) or the
+    ResourceClaimTemplate it is made from (``resourceClaimTemplateName``, the claim made from
+    it named in ``status.resourceClaimStatuses`` once it exists)."""
+
+    name: str
+    claim: str | None = None
+    template: str | None = None
+    generated: str | None = None
+
+
 @dataclass
 class PodInfo:
     """One pod, real or predicted from a workload template, as the reader needs it."""
@@ -159,6 +174,8 @@ class PodInfo:
     """why not, when not (:mod:`gangplan.adapters.kube.disruption`)"""
     owner: PodOwner | Literal["none"] = "none"
     """a real pod's controller and its index (:mod:`gangplan.adapters.kube.owners`)"""
+    claims: tuple[PodClaim, ...] = ()
+    """its DRA resource claims (resolved by :mod:`gangplan.adapters.kube.dra_claims`)"""
 
 
 def epoch(ts: Any) -> float | None:
@@ -284,6 +301,25 @@ def required_terms(spec: Any, where: str = "spec") -> tuple[NodeSelectorTerm, ..
         except ValueError as err:
             raise PodProblem(f"{path}.matchExpressions: {_first_line(err)}") from None
     return tuple(out)
+
+
+def claims_of(spec: Any, status: Any = None) -> tuple[PodClaim, ...]:
+    """The pod's ``spec.resourceClaims``, with the claims ``status.resourceClaimStatuses``
+    names for those made from templates."""
+    made = {
+        s.name: s.resource_claim_name
+        for s in (getattr(status, "resource_claim_statuses", None) or [])
+        if s.name
+    }
+    return tuple(
+        PodClaim(
+            c.name,
+            claim=c.resource_claim_name or None,
+            template=c.resource_claim_template_name or None,
+            generated=made.get(c.name),
+        )
+        for c in (getattr(spec, "resource_claims", None) or [])
+    )
 
 
 def tolerations_of(spec: Any, where: str = "spec") -> tuple[Toleration, ...]:

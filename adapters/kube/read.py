@@ -23,11 +23,16 @@ discovery)                                 ``cloud.google.com/gke-accelerator``,
                                            Koordinator Device's ``node.koordinator.sh/gpu-model``)
 node labels / HyperNodes / Kueue Topology  ``Snapshot.levels``, ``Node.domains``
                                            (:mod:`~gangplan.adapters.kube.topology`)
+DRA ``ResourceSlice`` (``DeviceClass``)   ``Node.devices``, GPU and NIC ``allocatable``,
+                                           ``gpu_model`` (:mod:`~gangplan.adapters.kube.dra`)
 Koordinator ``Device``, ``--device-layout``  ``Node.devices``, ``Node.device_layout``
 pending ``Pod`` (no ``spec.nodeName``)     a pod of a ``Gang`` (:mod:`~gangplan.adapters.kube.pods`
                                            for requests and constraints)
 bound ``Pod`` (``spec.nodeName``, not      ``RunningPod`` (devices from Koordinator's
-Succeeded/Failed)                          ``device-allocated`` annotation)
+Succeeded/Failed)                          ``device-allocated`` annotation, or its allocated
+                                           ``ResourceClaim``)
+a pod's ``ResourceClaim`` /                GPU and NIC requests, joint policy, node affinity
+``ResourceClaimTemplate``                  (:mod:`~gangplan.adapters.kube.dra_claims`)
 PodGroups, Volcano/Kubeflow/batch jobs,    ``Gang`` with roles
 JobSets, ReplicaSets, ...                  (:mod:`~gangplan.adapters.kube.workloads`)
 Volcano ``Queue``, Kueue ``ClusterQueue``  ``Queue`` (:mod:`~gangplan.adapters.kube.queues`)
@@ -58,9 +63,11 @@ from typing import Any
 from gangplan.adapters import yaml_input
 from gangplan.adapters.kube.disruption import Disruptions
 from gangplan.adapters.kube.docs import DumpError, iter_documents
+from gangplan.adapters.kube.dra_claims import ClaimReader
 from gangplan.adapters.kube.gangs import GangAssembler, note_unknown_resources
 from gangplan.adapters.kube.nodes import (
     device_ids,
+    dra_devices,
     node_data,
     read_layouts,
     read_levels,
@@ -69,6 +76,7 @@ from gangplan.adapters.kube.nodes import (
 from gangplan.adapters.kube.objects import Registry, read_objects
 from gangplan.adapters.kube.options import KubeInputError, KubeOptions
 from gangplan.adapters.kube.pod_reader import PodReader
+from gangplan.adapters.kube.pods import HOSTNAME
 from gangplan.adapters.kube.predicted import predict_pods
 from gangplan.adapters.kube.priorities import Priorities
 from gangplan.adapters.kube.queues import QueueBook, quantities
@@ -189,12 +197,21 @@ def _convert(
             node_devices[n["name"]] = device_ids(n, layouts, gpu=gpu, nic=nic)
     queues = QueueBook(reg, summary)
     reader = PodReader(summary, opts, priorities)
-    pods = reader.read_pods(reg, layouts)
+    claims = ClaimReader(
+        reg,
+        layouts.dra,
+        summary,
+        gpu=gpu,
+        nic=nic,
+        hostnames={n: d["labels"].get(HOSTNAME, n) for n, d in read.items()},
+    )
+    pods = claims.apply_all(reader.read_pods(reg, layouts))
     disruptions = Disruptions(reg)
     disruptions.mark(pods)
     predicted = predict_pods(
         reg, summary, reader, opts.scheduler_names, room=max(0, MAX_PODS - len(pods))
     )
+    predicted.pods = claims.apply_all(predicted.pods)
     assembler = GangAssembler(
         reg,
         summary,
@@ -236,6 +253,7 @@ def _convert(
             "predicted_by": {k: v for k, v in sorted(gangs.predicted.items()) if k in kept},
             "schedulers": {k: v for k, v in sorted(gangs.schedulers.items()) if k in kept},
             "device_minors": minors,
+            "dra_devices": dra_devices(layouts),
             "read": dict(sorted(summary.read.items())),
         },
     }

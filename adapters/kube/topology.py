@@ -33,7 +33,8 @@ this order of precedence:
    then by name); its ``nodeLabel`` keys are the levels, ``kubernetes.io/hostname`` being
    the node itself.
 
-**Device layouts** (NUMA > PCIe switch > GPU / RDMA NIC): a Koordinator ``Device`` of the
+**Device layouts** (NUMA > PCIe switch > GPU / RDMA NIC): the node's DRA ResourceSlices
+(:mod:`gangplan.adapters.kube.dra`) give it its own layout; else a Koordinator ``Device`` of the
 node's name gives the node its own layout (healthy GPUs and RDMA NICs, by ``nodeID`` and
 ``pcieID``); otherwise ``--device-layout`` names a template (:data:`TEMPLATES`, or a YAML
 file holding one ``DeviceLayout``) given to every node whose GPU count matches it.
@@ -56,6 +57,7 @@ from pydantic import ValidationError
 from gangplan.adapters import yaml_input
 from gangplan.adapters.files import InputError, read_text
 from gangplan.adapters.kube.crds import Device, HyperNode, Topology
+from gangplan.adapters.kube.dra import DraInventory
 from gangplan.adapters.kube.objects import KubeObject
 from gangplan.models import GPU_MILLI, DeviceLayout, Level, NumaNode, PcieSwitch
 
@@ -439,6 +441,8 @@ class DeviceLayouts:
     allocatable_fix: dict[str, dict[str, int]] = field(default_factory=dict)
     gpu_models: dict[str, str] = field(default_factory=dict)
     notes: list[tuple[KubeObject | None, str, str]] = field(default_factory=list)
+    dra: DraInventory | None = None
+    """the DRA device inventory (ResourceSlices), when the dump has slices or classes"""
 
 
 def _device_layout(
