@@ -9,8 +9,8 @@ recorded under its name in :attr:`Budget.parts`:
     snapshot indexing: the topology, fair shares, node index, FGD's workload and the first
     :class:`~gangplan.solver.placers.state.ClusterState`;
 ``reservations``
-    the reservation step (reservations on only: :mod:`gangplan.solver.cycle.reservations`; wall
-    time only, its work is not counted in deterministic mode);
+    the reservation step (reservations on only: :mod:`gangplan.solver.cycle.reservations`;
+    in deterministic mode the node evaluations of its greedy);
 ``baseline.NAME``
     each baseline placer, cheapest first (:data:`~gangplan.solver.placers.baselines.EXPECTED_COST`);
     a baseline whose predicted cost does not fit what is left is skipped, and the notes say so;
@@ -34,7 +34,7 @@ outcome never depends on the machine: CP-SAT's own deterministic time for the se
 for the Python parts *work units* (:data:`WORK_UNITS_PER_SECOND` make one deterministic
 second) that each part reports: a baseline the node evaluations its cluster state made
 (:class:`WorkMeter`; FGD's each node it measures ``Δ`` on, too; under reservations, those
-of every phase), FGD's restarts theirs and
+of every phase), the reservation step its greedy's, FGD's restarts theirs and
 their descent's, the model its variables and constraints (its build stops at its share of
 the deterministic budget, as on the wall clock), the checks the pods they read, the reasons
 the gangs they explain.

@@ -39,12 +39,20 @@ from gangplan.solver.placers.state import ClusterState, DeviceChoice
 from gangplan.solver.placers.topology_fit import place_counts
 from gangplan.topology import NODE_LEVEL, Domain, Topology
 
-__all__ = ["Polished", "polish_locality"]
+__all__ = ["Polished", "polish_applies", "polish_locality"]
 
 _MAX_EXCHANGED = 8
 """At most this many of the plan's pods on a node for it to take part in an exchange."""
 _MAX_OPEN_LEAVES = 8
 """At most this many leaves holding none of a gang's pods are tried for its exchanges."""
+
+
+def polish_applies(ctx: CycleContext) -> bool:
+    """Whether the polish can gather anything in this cycle: a pending gang has more than
+    one pod, the topology has a leaf level, and no gang holds a reservation."""
+    if ctx.snapshot.reservations or ctx.topo.leaf_level is None:
+        return False
+    return any(g.size > 1 for g in ctx.snapshot.gangs)
 
 
 def polish_locality(

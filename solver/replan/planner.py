@@ -32,6 +32,26 @@ original snapshot (a copy is no new demand). A move counts as an eviction and it
 an admission of the same class, so the entries above ``preemption.*`` see only what moves
 make possible; ``preemption.evicted_gpu_milli`` and ``preemption.evicted_pods`` then count
 the moved GPUs and pods, fewer first.
+
+**What replan shares with the cycle** (:mod:`gangplan.solver.cycle.pipeline`), and why not
+more. It shares the cycle's context (:class:`~gangplan.solver.context.CycleContext`: the
+original snapshot's for the baselines, the move snapshot's for the model, with the original's
+fair shares and workload), the baselines as the cycle runs them
+(:func:`~gangplan.solver.cycle.run_baseline_in`: reservations, greedy preemption, reasons),
+the model and its tier-by-tier search (:func:`~gangplan.solver.model.builder.solve_model`,
+the cycle's step 4, with the moves on the context: :class:`~gangplan.solver.model.moves.
+MoveSpec`) and the judges (:func:`~gangplan.solver.judges.score.score`,
+:func:`~gangplan.solver.judges.verify.verify`). It does not run
+:func:`~gangplan.solver.cycle.solve_cycle` per move budget, because each of the cycle's
+other steps means something else here: the budget is a frontier of solves, each an equal
+share of the time limit, not one cycle's parts; a solve's hint is the previous budget's
+solution (a larger budget admits every plan of a smaller one), not the baselines' incumbent,
+so there are no restarts and no polish; the choice is across budgets by the replan score,
+and what is verified is the move plan (:func:`~gangplan.solver.judges.verify_moves.
+verify_moves`) and the final plan in the state after the waves, which the cycle's verifier
+does not see; a pending gang gets one reason (not placed within the move budget); and the
+result is a :class:`~gangplan.models.MovePlan` in waves (:func:`_move_result`), not a
+cycle's plan.
 """
 
 from __future__ import annotations
@@ -476,6 +496,8 @@ def _solve(
     cfg: SolverConfig,
     seconds: float,
 ) -> _Solved:
+    """CP-SAT on the move snapshot under ``spec`` (the cycle's model and search, with the
+    moves), hinted with ``hint``; the hint kept where it found no solution."""
     ctx2.moves = spec
     out = solve_model(ctx2, hint.pods, None, cfg, seconds, hint.evictions)
     if out.pods is None:
@@ -598,7 +620,7 @@ def replan(snapshot: Snapshot, settings: ReplanSettings | None = None) -> Replan
     result.not_movable = not_movable
     if result.move_plan.left_out:
         result = _without_left_out(snapshot, topo, movable, result, sols[0], st, started)
-    base = _finish(snapshot, s2, copies, sols[0], frontier, st, started)
+    base = _move_result(snapshot, s2, copies, sols[0], frontier, st, started)
     result.base_score = _final_score(snapshot, base.move_plan)
     result.final_score = _final_score(snapshot, result.move_plan)
     if result.move_plan.moves and result.final_score <= result.base_score:
@@ -649,7 +671,7 @@ def _without_left_out(
         det = (cfg.deterministic_time or cfg.time_limit_s) / 4
         cfg = dataclasses.replace(cfg, deterministic_time=det)
     sol = _solve(ctx2, spec, base, cfg, seconds)
-    again = _finish(snapshot, s2, copies, sol, result.frontier, st, started)
+    again = _move_result(snapshot, s2, copies, sol, result.frontier, st, started)
     what = "1 move" if len(gone) == 1 else f"{len(gone)} moves"
     note = f"{what} left out by the waves ({', '.join(sorted(gone))}): re-solved without"
     problems = [str(v) for v in again.violations] + again.plan_violations
@@ -679,7 +701,7 @@ def _first_verified(
     notes: list[str] = []
     first: ReplanResult | None = None
     for i in order:
-        result = _finish(snapshot, s2, copies, sols[i], frontier, st, started)
+        result = _move_result(snapshot, s2, copies, sols[i], frontier, st, started)
         first = first or result
         problems = [str(v) for v in result.violations] + result.plan_violations
         if not problems:
@@ -695,7 +717,7 @@ def _first_verified(
     return first
 
 
-def _finish(
+def _move_result(
     snapshot: Snapshot,
     s2: Snapshot,
     copies: dict[str, str],
@@ -704,6 +726,11 @@ def _finish(
     st: ReplanSettings,
     started: float,
 ) -> ReplanResult:
+    """The move plan of ``sol`` (one budget's solution on the move snapshot ``s2``): its
+    moved gangs' targets ordered into waves (:func:`~gangplan.solver.replan.waves.
+    plan_waves`), the pending gangs' final plan, and what :func:`~gangplan.solver.judges.
+    verify_moves.verify_moves` and :func:`~gangplan.solver.judges.verify.verify` (the final
+    plan in the state after the waves) say of them."""
     sol = _normalized(s2, copies, sol)
     pods = sol.pods
     copy_to_running = {v: k for k, v in copies.items()}

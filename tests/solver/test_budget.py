@@ -14,8 +14,9 @@ from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.models import Eviction, PodPlacement, Snapshot
 from gangplan.solver.budget import Budget
 from gangplan.solver.context import CycleContext
-from gangplan.solver.cycle import pipeline as cycle
+from gangplan.solver.cycle import checks, incumbent, pipeline
 from gangplan.solver.cycle.pipeline import solve_cycle
+from gangplan.solver.cycle.policy import DEFAULT_POLICY
 from gangplan.solver.judges.score import Score
 from gangplan.solver.judges.verify import Violation, verify
 from gangplan.solver.placers.baselines import BASELINES, EXPECTED_COST, first_baseline
@@ -200,7 +201,7 @@ def _clocked(
     """A cycle on a fake clock: each baseline takes ``costs[name]`` s, each score
     ``score_s`` s, each verification ``verify_s`` s, everything else nothing."""
     now = [0.0]
-    real_baseline, real_score, real_verify = cycle._baseline, cycle.score, cycle.verify
+    real_baseline, real_score, real_verify = incumbent.run_placer, checks.score, checks.verify
 
     def baseline(
         ctx: CycleContext, name: str, out_of_time: Any = None
@@ -216,10 +217,10 @@ def _clocked(
         now[0] += verify_s
         return real_verify(*args, **kwargs)
 
-    monkeypatch.setattr(cycle, "_baseline", baseline)
-    monkeypatch.setattr(cycle, "score", score_)
-    monkeypatch.setattr(cycle, "verify", verify_)
-    monkeypatch.setattr(cycle, "_budget_of", lambda cfg: Budget(limit, clock=lambda: now[0]))
+    monkeypatch.setattr(incumbent, "run_placer", baseline)
+    monkeypatch.setattr(checks, "score", score_)
+    monkeypatch.setattr(checks, "verify", verify_)
+    monkeypatch.setattr(pipeline, "_budget_of", lambda cfg: Budget(limit, clock=lambda: now[0]))
     return now
 
 
@@ -253,13 +254,13 @@ def test_a_later_baseline_keeps_only_its_own_check_when_cp_sat_cannot_run(
 
 def _counting_verify(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls = [0]
-    real = cycle.verify
+    real = checks.verify
 
     def verify_(*args: Any, **kwargs: Any) -> list[Violation]:
         calls[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cycle, "verify", verify_)
+    monkeypatch.setattr(checks, "verify", verify_)
     return calls
 
 
@@ -278,7 +279,7 @@ def test_an_invalid_baseline_plan_gives_way_to_the_next_best(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s = _instance()
-    real = cycle._baseline
+    real = incumbent.run_placer
 
     def baseline(
         ctx: CycleContext, name: str, out_of_time: Any = None
@@ -289,7 +290,7 @@ def test_an_invalid_baseline_plan_gives_way_to_the_next_best(
             pods = [p.model_copy(update={"node": pods[0].node}) for p in pods]
         return pods, evictions
 
-    monkeypatch.setattr(cycle, "_baseline", baseline)
+    monkeypatch.setattr(incumbent, "run_placer", baseline)
     # no time for CP-SAT: the incumbent is returned; fgd's plan scores best (as without the
     # change: it places the same pods), fails the verifier, and the best of the other two
     # is returned
@@ -343,8 +344,8 @@ def test_fgds_restarts_stay_inside_a_deterministic_budget(
 @pytest.mark.parametrize(
     ("sizes", "lead", "factor"),
     [
-        (["250m", "450m", "700m"], "fgd", cycle.SHARE_MODEL_COST),
-        ([1, 2], "greedy", cycle.MODEL_COST),
+        (["250m", "450m", "700m"], "fgd", DEFAULT_POLICY.share_model_cost),
+        ([1, 2], "greedy", DEFAULT_POLICY.model_cost),
     ],
 )
 def test_the_models_build_is_predicted_from_the_first_baseline(

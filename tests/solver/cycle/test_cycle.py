@@ -199,7 +199,7 @@ def test_a_search_note_about_a_tier_the_plan_shows_optimal_is_dropped() -> None:
     # the model left locality.spine at -1 ("no better solution"), but the returned plan's
     # own value is 0 = its bound: the tier is optimal and the note is stale
     from gangplan.models import TierReport
-    from gangplan.solver.cycle.pipeline import _current
+    from gangplan.solver.cycle.tiers import current_notes
 
     tiers = (
         TierReport(name="locality.spine", value=0, bound=0, gap=0.0, status="optimal"),
@@ -210,7 +210,7 @@ def test_a_search_note_about_a_tier_the_plan_shows_optimal_is_dropped() -> None:
         "tier locality.spine: no better solution within its time share",
         "tier locality.leaf: no better solution within its time share",
     ]
-    assert _current(notes, tiers) == [
+    assert current_notes(notes, tiers) == [
         "aggregated mode: ...",
         "tier locality.leaf: no better solution within its time share",
     ]
@@ -222,7 +222,7 @@ def test_the_notes_say_where_cp_sats_plan_beats_the_incumbent(monkeypatch: Any) 
     that differs is p0.fairness (q's shortfall from its fair target: its demand, 1 GPU,
     unmet in the empty plan, met in CP-SAT's). With the baselines as they are, greedy
     places g too: equal."""
-    from gangplan.solver.cycle import pipeline as cycle
+    from gangplan.solver.cycle import incumbent
 
     s = _snapshot(
         nodes=[{"name": "n1", "allocatable": {"cpu": 8, GPU: 8}}],
@@ -233,7 +233,7 @@ def test_the_notes_say_where_cp_sats_plan_beats_the_incumbent(monkeypatch: Any) 
     )
     r = solve_cycle(s, config=DET)
     assert "CP-SAT's plan scores equal to the incumbent (greedy)" in r.notes
-    monkeypatch.setattr(cycle, "_baseline", lambda ctx, name, out_of_time=None: ([], []))
+    monkeypatch.setattr(incumbent, "run_placer", lambda ctx, name, out_of_time=None: ([], []))
     r = solve_cycle(s, config=DET)
     assert verify(s, r.plan) == []
     assert [p.node for p in r.plan.pods] == ["n1"]
@@ -246,7 +246,7 @@ def test_an_incumbents_entries_keep_a_bound_only_down_to_the_first_difference() 
     differs, 4 below the bound 5: gap 1/5 = 0.2, feasible. c and d: proven with b at 5,
     which the incumbent does not have: no bound (c's 9 is even above CP-SAT's 3)."""
     from gangplan.models import TierReport
-    from gangplan.solver.cycle.pipeline import _incumbent_tiers
+    from gangplan.solver.cycle.tiers import plan_tiers
     from gangplan.solver.judges.score import Score
 
     tiers = tuple(
@@ -254,7 +254,8 @@ def test_an_incumbents_entries_keep_a_bound_only_down_to_the_first_difference() 
         for n, v in (("a", 10), ("b", 5), ("c", 3), ("d", 2))
     )
     got = {
-        t.name: t for t in _incumbent_tiers(tiers, Score((("a", 10), ("b", 4), ("c", 9), ("d", 1))))
+        t.name: t
+        for t in plan_tiers(tiers, Score((("a", 10), ("b", 4), ("c", 9), ("d", 1))), cpsat=False)
     }
     assert (got["a"].bound, got["a"].gap, got["a"].status) == (
         10,

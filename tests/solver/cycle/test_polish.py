@@ -14,9 +14,10 @@ import pytest
 from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.models import Plan, PodPlacement, Snapshot, TierReport
 from gangplan.solver.context import CycleContext
-from gangplan.solver.cycle import pipeline as cycle
-from gangplan.solver.cycle.pipeline import POLISHED, _polished_tiers, solve_cycle
+from gangplan.solver.cycle import choose, incumbent
+from gangplan.solver.cycle.pipeline import solve_cycle
 from gangplan.solver.cycle.polish import Polished, polish_locality
+from gangplan.solver.cycle.tiers import POLISHED, plan_tiers
 from gangplan.solver.judges.score import score
 from gangplan.solver.judges.verify import verify
 from gangplan.solver.model import builder
@@ -295,13 +296,15 @@ def test_bounds_below_the_first_raised_entry_are_dropped(
         if n == changed
         else TierReport(name=n, value=v - 1, status="derived (not in the model)")
         if n == derived
-        else TierReport(name=n, value=v, bound=0, status="optimal")
+        else TierReport(name=n, value=v, bound=v, status="optimal")
         for n, v in after.entries
     )
-    out = {t.name: t for t in _polished_tiers(tiers, after, got)}
+    # reported for CP-SAT's plan polished: each entry at the polished plan's value
+    out = {t.name: t for t in plan_tiers(tiers, after, cpsat=True, polished=got)}
+    values = dict(after.entries)
     cut = names.index("locality.preferred")  # the entry raised (test above)
     for n in names[: cut + 1]:
-        assert out[n].bound == 0 and out[n].status == "optimal", n
+        assert out[n].bound == values[n] and out[n].status == "optimal", n
     for n in names[cut + 1 : -3]:
         assert out[n].bound is None and out[n].status == POLISHED, n
     assert out[unsolved].status == "not optimised (time)"
@@ -380,7 +383,7 @@ def test_a_polished_plan_that_fails_the_verifier_gives_way_to_cp_sats_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s, spread = _spread_cycle(fat_tree, plan_of, one_role_gang, monkeypatch)
-    real = cycle.polish_locality
+    real = choose.polish_locality
 
     def broken(ctx: CycleContext, pods: list[PodPlacement], **kwargs: Any) -> Polished:
         got = real(ctx, pods, **kwargs)
@@ -389,7 +392,7 @@ def test_a_polished_plan_that_fails_the_verifier_gives_way_to_cp_sats_own(
             got, pods=[p.model_copy(update={"node": "n1"}) for p in got.pods]
         )
 
-    monkeypatch.setattr(cycle, "polish_locality", broken)
+    monkeypatch.setattr(choose, "polish_locality", broken)
     r = solve_cycle(
         s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
     )
@@ -484,7 +487,7 @@ def test_the_incumbent_is_polished_when_the_cycle_returns_it(
             return builder.ModelOutcome(CycleStatus.FEASIBLE, list(worse))
         return builder.ModelOutcome(CycleStatus.INCUMBENT, None)
 
-    monkeypatch.setattr(cycle, "_baseline", baseline)
+    monkeypatch.setattr(incumbent, "run_placer", baseline)
     monkeypatch.setattr(builder, "solve_model", solve_model)
     r = solve_cycle(
         s, None, SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2)
@@ -521,7 +524,7 @@ def test_the_incumbent_is_not_polished_without_time_for_it(
         ctx.meter.add(900_000)  # 0.9 deterministic s
         return list(spread.pods), []
 
-    monkeypatch.setattr(cycle, "_baseline", baseline)
+    monkeypatch.setattr(incumbent, "run_placer", baseline)
     monkeypatch.setattr(
         builder, "solve_model", lambda *a, **k: builder.ModelOutcome(CycleStatus.INCUMBENT, None)
     )
@@ -551,7 +554,7 @@ def test_the_notes_say_when_no_spread_gang_was_gathered(
     )
     plan = plan_of(s, {"g": [("w", "n1"), ("w", "n3")], "k": [("w", "n5"), ("w", "n6")]})
     monkeypatch.setattr(
-        cycle, "_baseline", lambda ctx, name, out_of_time=None: (list(plan.pods), [])
+        incumbent, "run_placer", lambda ctx, name, out_of_time=None: (list(plan.pods), [])
     )
     monkeypatch.setattr(
         builder, "solve_model", lambda *a, **k: builder.ModelOutcome(CycleStatus.INCUMBENT, None)

@@ -259,3 +259,15 @@ def test_every_reservation_phase_is_charged_to_the_cycles_meter() -> None:
     assert place_with_holds(ctx, placer) == []
     assert seen == [("big",), ("s",), ("s",)]
     assert ctx.meter.units - before == 21
+
+
+def test_a_deterministic_cycle_charges_the_reservation_step_and_the_phases() -> None:
+    # the same instance in a deterministic cycle: the reservation step's greedy and every
+    # baseline's phases evaluate nodes, so each of their parts is charged work (every
+    # baseline's part was charged 0 when the phases counted on meters of their own)
+    s = instance({"expected_duration_s": 200})
+    result = cycle(s, "cpsat")
+    assert admitted(result) == {"s"}
+    assert result.work.get("reservations", 0.0) > 0
+    for name in ("greedy", "topology-fit", "fgd"):
+        assert result.work.get(f"baseline.{name}", 0.0) > 0, (name, result.work)

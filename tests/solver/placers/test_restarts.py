@@ -11,7 +11,8 @@ import pytest
 
 from gangplan.models import PodPlacement, Snapshot
 from gangplan.solver.context import CycleContext
-from gangplan.solver.cycle.pipeline import AFTER_FGD_COST, RESTARTS, solve_cycle
+from gangplan.solver.cycle.pipeline import solve_cycle
+from gangplan.solver.cycle.policy import DEFAULT_POLICY
 from gangplan.solver.judges.verify import verify
 from gangplan.solver.placers.queue_order import QueueOrder
 from gangplan.solver.placers.restarts import FgdRestarts, Restart
@@ -60,7 +61,7 @@ def test_another_order_places_more_gpu(snapshot_of: Callable[..., Snapshot]) -> 
     assert first.number == 0
     assert sorted(p.gang for p in first.pods) == ["a", "b"]
     assert first.key[0] == 1200  # milli-GPU of the one priority class
-    while search.tried < RESTARTS:
+    while search.tried < DEFAULT_POLICY.max_restarts:
         search.step()
     best = search.best
     assert best is not None and best.key[0] == 1600
@@ -118,7 +119,7 @@ def test_the_cycle_keeps_the_best_restart(snapshot_of: Callable[..., Snapshot]) 
     # every baseline places a and b (1,200 milli-GPU: equal scores, so greedy's, the first
     # in the registry, is their best); the restart's 1,600 leave the queue less short of its
     # fair target: the first entry that differs is the fairness shortfall
-    assert note.startswith(f"FGD restarts: {RESTARTS} run")
+    assert note.startswith(f"FGD restarts: {DEFAULT_POLICY.max_restarts} run")
     assert "; the best (restart " in note
     assert note.endswith("scores above the baselines' best, greedy's plan, at p0.fairness")
     assert "restarts" in result.parts
@@ -272,7 +273,7 @@ def test_after_fgd_a_baseline_runs_only_if_its_pessimistic_cost_fits(
 ) -> None:
     # regression (second reviewer): with the restarts right after fgd, topology-fit, predicted
     # at 0.8 x fgd's cost, ran 2-19 times that and took the cycle past its deterministic
-    # budget. Where fgd leads, a later baseline is now predicted at AFTER_FGD_COST (2.5) x
+    # budget. Where fgd leads, a later baseline is now predicted at after_fgd_cost (2.5) x
     # fgd's measured cost at least, and skipped, saying so, when that does not fit.
     snap = snapshot_of(**_mixed(6, 100, 200))
     cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=0.01)
@@ -284,7 +285,7 @@ def test_after_fgd_a_baseline_runs_only_if_its_pessimistic_cost_fits(
     skipped = [n for n in result.notes if n.startswith("baseline ") and " skipped" in n]
     assert skipped  # at 0.01 s not every baseline fits
     for note in skipped:
-        assert f"its predicted cost ({AFTER_FGD_COST * fgd_cost:.3g} s)" in note
+        assert f"its predicted cost ({DEFAULT_POLICY.after_fgd_cost * fgd_cost:.3g} s)" in note
 
 
 @pytest.mark.parametrize("limit", [0.05, 0.3])

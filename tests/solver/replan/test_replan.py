@@ -478,7 +478,7 @@ def test_a_move_to_where_the_gang_runs_now_is_no_move(
     copy = PodPlacement(pod="r.mv", gang="r.mv", role="r0", node="n1", gpus=gpus)
     gone = Eviction(pod="r", gang="r", node="n1", for_gang="default/r.mv", kind="move")
     sol = rp._Solved([copy], [gone], "by hand")
-    result = rp._finish(s, s2, copies, sol, [], ReplanSettings(config=DET), 0.0)
+    result = rp._move_result(s, s2, copies, sol, [], ReplanSettings(config=DET), 0.0)
     assert [m.gang for m in result.move_plan.moves] == moves
     assert len(result.target.evictions) == len(moves)
     assert result.violations == [] and result.plan_violations == []
