@@ -372,10 +372,13 @@ def _late_restarts(
         budget.charge("restarts", units=ctx.meter.units - before)
     best = search.best
     if best is None:
-        notes.append(
-            "FGD restarts: none run (the first's predicted cost, the fgd baseline's "
-            f"{budget.spent('baseline.fgd'):.3g} s, did not fit what was left)"
+        why = (
+            "the policy allows none: max_restarts 0"
+            if inc.policy.max_restarts <= 0
+            else "the first's predicted cost, the fgd baseline's "
+            f"{budget.spent('baseline.fgd'):.3g} s, did not fit what was left"
         )
+        notes.append(f"FGD restarts: none run ({why})")
         return
     sc = score_plan(ctx, best.pods, previous, budget, [])
     cand = Candidate(sc, len(BASELINES) + 1, "fgd restarts", best.pods)

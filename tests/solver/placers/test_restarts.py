@@ -4,6 +4,7 @@ restart in the incumbent pool. Values worked out by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 
@@ -123,6 +124,26 @@ def test_the_cycle_keeps_the_best_restart(snapshot_of: Callable[..., Snapshot]) 
     assert "; the best (restart " in note
     assert note.endswith("scores above the baselines' best, greedy's plan, at p0.fairness")
     assert "restarts" in result.parts
+
+
+def test_a_cycle_runs_as_many_restarts_as_its_policy_allows(
+    snapshot_of: Callable[..., Snapshot],
+) -> None:
+    # the instance above with a policy of at most 1 restart (restart 0: the baselines' gang
+    # order, the plan of a and b), then none: no restart finds c's place, and the cycle
+    # returns what the baselines and CP-SAT find; the note counts the one restart
+    snap = _one_node_two_gpus(snapshot_of)
+    cfg = SolverConfig(time_limit_s=30, deterministic=True, deterministic_time=2.0)
+    one = dataclasses.replace(DEFAULT_POLICY, max_restarts=1)
+    result = solve_cycle(snap, None, cfg, policy=one)
+    assert verify(snap, result.plan) == []
+    note = next(n for n in result.notes if n.startswith("FGD restarts"))
+    assert note.startswith("FGD restarts: 1 run")
+    assert note.endswith("none scores above the baselines' best, greedy's plan")
+    none = dataclasses.replace(DEFAULT_POLICY, max_restarts=0)
+    result = solve_cycle(snap, None, cfg, policy=none)
+    note = next(n for n in result.notes if n.startswith("FGD restarts"))
+    assert note == "FGD restarts: none run (the policy allows none: max_restarts 0)"
 
 
 def test_no_restarts_where_no_pod_asks_a_share(snapshot_of: Callable[..., Snapshot]) -> None:
