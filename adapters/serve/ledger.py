@@ -78,6 +78,9 @@ class InFlight:
     victims: set[tuple[str, str]] = field(default_factory=set)
     """running pods evicted for this gang that the cache still shows: its pods wait (their
     room held here) until every one is gone"""
+    carriers: set[str] = field(default_factory=set)
+    """recovered: the pods carrying the plan annotation it was read from (its Events go to
+    them)"""
     written: dict[str, str] = field(default_factory=dict)
     """pod name -> the resourceVersion of the patch that wrote this plan's annotations on it
     (mode bind: before its Binding), so a take-back clears them even before the cache shows
@@ -235,7 +238,11 @@ def _placement(name: str, entry: Any, ns: str, gang: str) -> PodPlacement:
 
 
 def recover(
-    pods: Iterable[Mapping[str, Any]], mode: str, notes: list[str] | None = None
+    pods: Iterable[Mapping[str, Any]],
+    mode: str,
+    notes: list[str] | None = None,
+    *,
+    now: float | None = None,
 ) -> list[InFlight]:
     """The gangs in flight that the cluster shows: pods carrying :data:`ANN_PLAN` whose
     gang is not fully bound to its plan yet (a restart, a new leader).
@@ -243,11 +250,21 @@ def recover(
     A pod is applied when it is bound (mode bind) or no longer gated with its node pinned
     (mode gate: its gate was removed by the same patch that wrote the annotation).
 
-    Anyone who may edit a pod may write the annotation, so a value that is not what
-    :func:`plan_annotation` writes is skipped — never raised — with a line appended to
-    ``notes`` (``pod ns/name: annotation gangplan.io/plan ignored: why``) and logged as a
-    warning."""
+    Anyone who may edit a pod may write the annotation, so it is a claim, read as narrowly
+    as it can be: only for a gang of the pod's own namespace (a pod of ``dev`` naming
+    ``ml/train`` is ignored), and for the pod that carries it (its own entry). What it says
+    of another pod is read only for a pod that carries no annotation of its own (a gang
+    whose apply stopped between two pods) and only when every annotation of the gang says
+    the same of it; a time after ``now`` is read as ``now`` (a future ``at`` would keep a
+    flight from ever timing out). Whether the pod is a member of the gang
+    it names, and whether the flight holds on the cluster, is for
+    :func:`~gangplan.adapters.serve.recovery.vet_recovered` (the API's own objects, and the
+    verifier). A value that is not what :func:`plan_annotation` writes, or that breaks these
+    rules, is skipped — never raised — with a line appended to ``notes`` (``pod ns/name:
+    annotation gangplan.io/plan ignored: why``) and logged as a warning."""
     by_gang: dict[str, InFlight] = {}
+    others: dict[str, dict[str, list[Any]]] = {}  # gang -> pod -> the entries claimed for it
+    carriers: set[tuple[str, str]] = set()
     for raw in pods:
         meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
         if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
@@ -256,28 +273,52 @@ def recover(
         text = annotations.get(ANN_PLAN) if isinstance(annotations, Mapping) else None
         if not text:
             continue
-        name = str(meta.get("name"))
+        name, pod_ns = str(meta.get("name")), str(meta.get("namespace") or "")
         try:
             if not isinstance(text, str):
                 raise ValueError("not a string")
             key, at, planned = parse_plan(text)
             ns, _, gang = key.partition("/")
-            flight = by_gang.get(key)
-            if flight is None:
-                placements = {str(n): _placement(str(n), e, ns, gang) for n, e in planned.items()}
-                flight = by_gang[key] = InFlight(key, ns, at, placements)
+            if ns != pod_ns:
+                raise ValueError(f"it names gang {key} of another namespace")
+            if name not in planned:
+                raise ValueError(f"it names gang {key} but places no pod {name!r} (itself)")
+            placement = _placement(name, planned[name], ns, gang)
         except ValueError as err:
-            note = f"pod {meta.get('namespace')}/{name}: annotation {ANN_PLAN} ignored: {err}"
+            note = f"pod {pod_ns}/{name}: annotation {ANN_PLAN} ignored: {err}"
             log.warning("%s", note)
             if notes is not None:
                 notes.append(note)
             continue
-        if name not in flight.placements:
-            continue
+        carriers.add((ns, name))
+        for other, entry in planned.items():
+            if other != name:
+                others.setdefault(key, {}).setdefault(str(other), []).append(entry)
+        if now is not None:
+            at = min(at, now)
+        flight = by_gang.get(key)
+        if flight is None:
+            flight = by_gang[key] = InFlight(key, ns, at, {})
+        flight.started = min(flight.started, at)
+        flight.placements[name] = placement
+        flight.carriers.add(name)
         flight.uids[name] = str(meta.get("uid") or "")
         node = spec.get("nodeName")
         if node or mode == "gate":
             flight.applied[name] = at
-        if node == flight.placements[name].node:
+        if node == placement.node:
             flight.confirmed.add(name)
+    for f in by_gang.values():  # one start per gang: the earliest of its pods'
+        f.applied = dict.fromkeys(f.applied, f.started)
+        own = len(f.placements)
+        for other, entries in sorted(others.get(f.key, {}).items()):
+            if (f.namespace, other) in carriers or other in f.placements:
+                continue
+            if any(e != entries[0] for e in entries) or len(entries) < own:
+                continue  # the gang's annotations do not agree on it: not read
+            try:
+                gang = f.key.split("/", 1)[1]
+                f.placements[other] = _placement(other, entries[0], f.namespace, gang)
+            except ValueError:
+                continue
     return [f for f in by_gang.values() if not f.done]

@@ -46,6 +46,7 @@ from gangplan.adapters.serve.config import ServeConfig
 from gangplan.adapters.serve.leader import AlwaysLeader
 from gangplan.adapters.serve.ledger import Backoff, InFlight, Ledger, recover
 from gangplan.adapters.serve.metrics import Metrics
+from gangplan.adapters.serve.recovery import vet_recovered
 from gangplan.adapters.serve.snapshot import ANN_PLAN, Built, LiveSnapshot, Selection, pod_ref
 from gangplan.adapters.serve.status import Recorder
 from gangplan.models import Plan, Snapshot
@@ -279,9 +280,18 @@ class ServeLoop:
             if ANN_PLAN in ((raw.get("metadata") or {}).get("annotations") or {})
         ]
         self.ledger = Ledger()
-        for flight in recover(pods, self.config.mode, report.notes):
+        flights = recover(pods, self.config.mode, report.notes, now=self.clock.now())
+        kept, dropped = vet_recovered(flights, self.live.build().snapshot) if flights else ([], [])
+        for flight in kept:
             self.ledger.add(flight)
             report.notes.append(f"recovered {flight.key}: {len(flight.applied)} pods applied")
+        for flight, why in dropped:
+            note = f"recovered plan of gang {flight.key} dropped: {why}"
+            report.notes.append(note)
+            for name in sorted(flight.carriers):
+                raw = self.cache.get("pods", flight.namespace, name)
+                if raw is not None:
+                    self.recorder.event(raw, "Warning", "RecoveredPlanRefused", "Scheduling", note)
         self.recovered = True
 
     def _pods_of(self, flight: InFlight) -> dict[str, Obj | None]:

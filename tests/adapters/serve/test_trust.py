@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from kubesim import Controller, Kubelet, Scheduler, final_check
-from objects import gang_pods, node, volcano_group
+from objects import gang_pods, node, pod, volcano_group
 
 from gangplan.adapters.serve.api import KINDS
 from gangplan.adapters.serve.clock import FakeClock
@@ -262,3 +263,156 @@ def test_a_gang_taken_back_while_the_scheduler_is_slow_was_never_partly_bound(
     assert backs >= 2  # at ~100 s, and again after the back-off and a new 90 s
     assert memory.bindings == {} or set(memory.bindings.values()) == {0}
     assert final_check(memory) == []
+
+
+# ---------------------------------------------------------------- finding 1: claims, not facts
+
+
+GPUS8 = [f"gpu-{i}" for i in range(8)]  # the device ids of an 8-GPU node without a layout
+
+
+def forged(gang: str, pods: dict[str, list], at: float = 1.0) -> dict[str, str]:
+    return {ANN: json.dumps({"gang": gang, "at": at, "pods": pods})}
+
+
+def writes(api: InMemoryApi, ns: str) -> list[tuple[str, str | None]]:
+    """Every write to namespace ``ns`` but Events: (verb, pod)."""
+    return [(c.verb, c.name) for c in api.calls if c.namespace == ns and "events" not in c.kind]
+
+
+def running_gang(api: InMemoryApi, name: str, nodes: list[str], ns: str = "ml", **kw) -> None:
+    api.put(volcano_group(name, len(nodes), ns=ns))
+    for i, n in enumerate(nodes):
+        api.put(pod(f"{name}-{i}", ns=ns, gpus=8, group=name, gated=False, node_name=n, **kw))
+
+
+@pytest.mark.parametrize("mode", ["gate", "bind"])
+def test_a_pod_of_another_namespace_cannot_take_a_gang_back(
+    memory: InMemoryApi, clock: FakeClock, mode: str
+) -> None:
+    # ml/train runs on n0 and n1 (8 GPUs each); a pod of namespace dev claims ml/train with
+    # its pods on the other node each, its `at` a year ahead. Before: after a restart the
+    # ledger believed it, found train-0 "bound to n0, not n1" and took ml/train back
+    # (deleted in gate mode, evicted in bind mode). Now the claim is ignored with a note,
+    # and nothing of ml is written.
+    for i in range(3):
+        memory.put(node(f"n{i}"))
+    running_gang(memory, "train", ["n0", "n1"])
+    claim = {"train-0": ["n1", [], [], None], "train-1": ["n0", [], [], None]}
+    memory.put(
+        pod("x-0", ns="dev", gpus=0, gated=False, annotations=forged("ml/train", claim, 2e9))
+    )
+    loop = make_loop(memory, clock, mode=mode)
+    for _ in range(3):
+        report = loop.cycle()
+        assert report.taken_back == []
+        clock.advance(2.0)
+    assert "ml/train" not in loop.ledger.gangs
+    assert writes(memory, "ml") == []
+    first = make_loop(memory, clock, mode=mode).cycle()  # a restart reads the claim again
+    assert any(
+        n == "pod dev/x-0: annotation gangplan.io/plan ignored: it names gang ml/train of "
+        "another namespace"
+        for n in first.notes
+    ), first.notes
+
+
+def test_a_pod_that_is_no_member_of_the_gang_it_names_cannot_take_it_back(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # the same forgery from inside namespace ml: a bare pod (no group) on n2 whose
+    # annotation names ml/train and places itself. It is no member of train by the PodGroup
+    # and its own annotations, so the recovered flight is dropped with an Event, and
+    # train is left alone. Before: ml/train was recovered from it and taken back.
+    for i in range(3):
+        memory.put(node(f"n{i}"))
+    running_gang(memory, "train", ["n0", "n1"])
+    claim = {"spy": ["n2", [], [], None], "train-0": ["n1", [], [], None]}
+    memory.put(pod("spy", gpus=0, gated=False, annotations=forged("ml/train", claim)))
+    loop = make_loop(memory, clock, mode="bind")
+    report = loop.cycle()
+    assert report.taken_back == [] and "ml/train" not in loop.ledger.gangs
+    dropped = [n for n in report.notes if n.startswith("recovered plan of gang ml/train dropped")]
+    assert dropped == [
+        "recovered plan of gang ml/train dropped: gang ml/train is not one gangplan plans "
+        "now (no pending pods of it in a namespace it serves, or its group is incomplete)"
+    ]
+    assert writes(memory, "ml") == []
+    events = [
+        e for e in memory.objects(KINDS["events.events.k8s.io"]) if e["reason"] != "Scheduled"
+    ]
+    assert [(e["regarding"]["name"], e["reason"]) for e in events] == [
+        ("spy", "RecoveredPlanRefused")
+    ]
+
+
+def test_a_forged_claim_never_binds_a_pod_onto_a_node_it_does_not_tolerate(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # mode bind; n0 tainted dedicated=infra:NoSchedule, n1..n4 free (8 GPUs each); gang
+    # ml/big of four 8-GPU pods pending, no toleration. big-0's own annotation (written by
+    # the tenant) places it on n0. Before: recovered and continued, big-0 bound onto n0.
+    # Now the verifier refuses the flight (1 of 4 placed, and n0's taint): dropped with an
+    # Event; the next cycle plans big whole on n1..n4.
+    taint = {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}
+    memory.put(node("n0", spec=taint))
+    for i in range(1, 5):
+        memory.put(node(f"n{i}"))
+    memory.put(volcano_group("big", 4))
+    for p in gang_pods("big", 4, gpus=8, gated=False, scheduler="gangplan"):
+        if p["metadata"]["name"] == "big-0":
+            p["metadata"]["annotations"].update(
+                forged("ml/big", {"big-0": ["n0", GPUS8, [], None]})
+            )
+        memory.put(p)
+    loop = make_loop(memory, clock, mode="bind")
+    report = loop.cycle()
+    (dropped,) = [n for n in report.notes if n.startswith("recovered plan of gang ml/big")]
+    assert dropped.startswith(
+        "recovered plan of gang ml/big dropped: the verifier refuses it on the cluster now:"
+    )
+    assert report.admitted == ["ml/big"]
+    nodes = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in memory.objects(PODS)}
+    assert sorted(nodes.values()) == ["n1", "n2", "n3", "n4"]
+    assert sorted(memory.bindings.values()) == [1, 1, 1, 1]
+
+
+def test_a_recovered_at_in_the_future_is_read_as_now(memory: InMemoryApi, clock: FakeClock) -> None:
+    # gate mode, one pod ungated and pinned to n0 by a plan whose `at` is 10^9 s ahead;
+    # kube-scheduler never binds it. Before: now - at < 0 forever, never taken back. Now at
+    # is clamped to the recovery's now, and bind_timeout_s (60) takes the gang back.
+    memory.put(node("n0"))
+    memory.put(volcano_group("g", 1))
+    (p,) = gang_pods("g", 1, gpus=8, gated=False)
+    p["metadata"]["annotations"].update(
+        forged("ml/g", {"g-0": ["n0", GPUS8, [], None]}, at=clock.now() + 1e9)
+    )
+    p["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n0"}
+    memory.put(p)
+    loop = make_loop(memory, clock, bind_timeout_s=60)
+    first = loop.cycle()
+    assert "recovered ml/g: 1 pods applied" in first.notes
+    assert loop.ledger.gangs["ml/g"].started == clock.now()
+    clock.advance(61.0)
+    assert [t.split(":")[0] for t in loop.cycle().taken_back] == ["ml/g"]
+
+
+def test_a_recovered_flight_of_a_namespace_not_served_is_dropped(
+    memory: InMemoryApi, clock: FakeClock
+) -> None:
+    # namespaces: [ml]; a pod of dev carries a plan of its own gang dev/g (ungated, pinned,
+    # unbound). Before: recovered and continued (taken back later) though serve plans
+    # only ml. Now dropped: its gang is none serve plans.
+    memory.put(node("n0"))
+    memory.put(volcano_group("g", 1, ns="dev"))
+    (p,) = gang_pods("g", 1, gpus=8, ns="dev", gated=False)
+    p["metadata"]["annotations"].update(forged("dev/g", {"g-0": ["n0", GPUS8, [], None]}))
+    p["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n0"}
+    memory.put(p)
+    loop = make_loop(memory, clock, namespaces=["ml"], bind_timeout_s=10)
+    report = loop.cycle()
+    assert loop.ledger.gangs == {}
+    assert any(n.startswith("recovered plan of gang dev/g dropped") for n in report.notes)
+    clock.advance(20.0)
+    assert loop.cycle().taken_back == []
+    assert writes(memory, "dev") == []
