@@ -256,6 +256,12 @@ def _apply_moves(
     required=True,
     help="folder holding tls.crt and tls.key (the webhook's Secret, mounted)",
 )
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="the address to listen on (in a pod: 0.0.0.0, or :: for IPv6, as deploy/ passes)",
+)
 @click.option("--port", type=click.IntRange(1, 65_535), default=9443, show_default=True)
 @click.option(
     "--pod-selector",
@@ -264,7 +270,7 @@ def _apply_moves(
     metavar="KEY=VALUE",
     help="gate only pods with this label (repeatable; default: every pod the webhook sees)",
 )
-def webhook(tls_dir: Path, port: int, pod_selector: tuple[str, ...]) -> None:
+def webhook(tls_dir: Path, host: str, port: int, pod_selector: tuple[str, ...]) -> None:
     """Serve the mutating admission webhook that adds the gate gangplan.io/placement."""
     from gangplan.adapters.serve.webhook import serve_webhook
 
@@ -277,4 +283,7 @@ def webhook(tls_dir: Path, port: int, pod_selector: tuple[str, ...]) -> None:
     for name in ("tls.crt", "tls.key"):
         if not (tls_dir / name).is_file():
             raise UserError([f"{tls_dir / name}: missing (the Secret's {name})"])
-    serve_webhook(tls_dir, port=port, selector=selector or None)
+    try:
+        serve_webhook(tls_dir, host=host, port=port, selector=selector or None)
+    except OSError as err:  # a host that is no address here, a port in use, a bad key
+        raise UserError([f"webhook on {host}:{port}: {err.strerror or err}"]) from None

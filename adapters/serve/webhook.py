@@ -14,15 +14,27 @@ allowed unchanged. The answer always allows the pod: the webhook only adds the g
 of a Secret mounted as files (``tls.crt``, ``tls.key``, as cert-manager and
 ``kubectl create secret tls`` write them); the API server trusts it through the
 configuration's ``caBundle``. Kubernetes: "Dynamic Admission Control".
+
+Hostile or broken clients are bounded (:class:`Limits`): at most ``max_connections``
+connections are served at once (one more is closed at accept, unread, and counted); a body
+is read in chunks as it arrives, so a connection holds what it was sent, never what its
+``Content-Length`` declares, and the declared lengths of the bodies being read may add up to
+``max_bytes_in_flight`` (a review past it is answered 503 unread); a body must arrive whole
+within ``body_deadline_s`` (else 408: the API server gives up on a webhook after its
+``timeoutSeconds``, at most 30 s, anyway). :attr:`WebhookServer.stats` counts what was held
+and refused.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import socket
 import ssl
 import threading
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,7 +43,15 @@ from gangplan.adapters.jsontext import loads_bounded
 from gangplan.adapters.serve.api import Obj
 from gangplan.adapters.serve.snapshot import GATE
 
-__all__ = ["MAX_BODY_BYTES", "gate_patch", "review", "serve_webhook"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "Limits",
+    "WebhookServer",
+    "WebhookStats",
+    "gate_patch",
+    "review",
+    "serve_webhook",
+]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -85,19 +105,107 @@ HANDSHAKE_TIMEOUT_S = 10.0
 ``timeoutSeconds`` is 10)."""
 REQUEST_TIMEOUT_S = 10.0
 """Seconds a connection may stay silent while its request is read."""
+READ_CHUNK_BYTES = 64 * 1024
+"""The most read from a connection at once while its body arrives."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the webhook holds at most (module docstring). The defaults: 64 connections (the
+    API server's calls of a busy namespace, with room; each costs a thread), 32 MiB of
+    declared bodies in flight (ten of the largest reviews the API server can send), and
+    10 s for a whole body (the API server's default webhook ``timeoutSeconds``)."""
+
+    max_connections: int = 64
+    max_bytes_in_flight: int = 32 * 1024 * 1024
+    body_deadline_s: float = 10.0
+
+
+@dataclass
+class WebhookStats:
+    """Counters of a :class:`WebhookServer` (read them under its ``lock``): connections
+    ``active`` now and ``refused`` at the cap; ``reserved`` bytes (the declared lengths of
+    the bodies being read) and ``held`` bytes (received so far of them), with their peaks;
+    ``too_busy``: reviews answered 503; ``too_slow``: bodies answered 408."""
+
+    active: int = 0
+    refused: int = 0
+    reserved: int = 0
+    peak_reserved: int = 0
+    held: int = 0
+    peak_held: int = 0
+    too_busy: int = 0
+    too_slow: int = 0
 
 
 class _TLSServer(ThreadingHTTPServer):
     """A threading HTTP server that does each TLS handshake in the connection's own thread,
     with a timeout, so that a client that connects and never speaks TLS holds only its own
     thread (wrapping the listening socket would run every handshake in ``accept``, in the
-    one thread that serves all)."""
+    one thread that serves all); past ``limits.max_connections`` a connection is closed at
+    accept."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], handler: type, ctx: ssl.SSLContext):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type,
+        ctx: ssl.SSLContext,
+        limits: Limits | None = None,
+    ):
+        if ":" in address[0]:  # an IPv6 address ("::": every address of both families)
+            self.address_family = socket.AF_INET6
         super().__init__(address, handler)
         self.ctx = ctx
+        self.limits = limits or Limits()
+        self.stats = WebhookStats()
+        self.lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.lock:
+            full = self.stats.active >= self.limits.max_connections
+            if full:
+                self.stats.refused += 1
+            else:
+                self.stats.active += 1
+        if full:
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:  # no thread started: the slot is free again
+            with self.lock:
+                self.stats.active -= 1
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.lock:
+                self.stats.active -= 1
+
+    def reserve(self, n: int) -> bool:
+        """Take ``n`` bytes of the in-flight budget (False: it cannot hold them now)."""
+        with self.lock:
+            if self.stats.reserved + n > self.limits.max_bytes_in_flight:
+                self.stats.too_busy += 1
+                return False
+            self.stats.reserved += n
+            self.stats.peak_reserved = max(self.stats.peak_reserved, self.stats.reserved)
+            return True
+
+    def hold(self, n: int) -> None:
+        """``n`` more (or, negative, fewer) bytes received and held."""
+        with self.lock:
+            self.stats.held += n
+            self.stats.peak_held = max(self.stats.peak_held, self.stats.held)
+
+    def release(self, reserved: int, held: int) -> None:
+        with self.lock:
+            self.stats.reserved -= reserved
+            self.stats.held -= held
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         request.settimeout(HANDSHAKE_TIMEOUT_S)
@@ -114,6 +222,10 @@ class _TLSServer(ThreadingHTTPServer):
             super().finish_request(tls, client_address)
         finally:
             tls.close()
+
+
+WebhookServer = _TLSServer
+"""The server :func:`serve_webhook` returns (``stats``, ``limits``, ``server_address``)."""
 
 
 def _body_length(value: str | None) -> tuple[int | None, int, str]:
@@ -134,21 +246,25 @@ def _body_length(value: str | None) -> tuple[int | None, int, str]:
 def serve_webhook(
     tls_dir: str | Path,
     *,
-    host: str = "0.0.0.0",
+    host: str = "127.0.0.1",
     port: int = 9443,
     gate: str = GATE,
     selector: Mapping[str, str] | None = None,
+    limits: Limits | None = None,
     block: bool = True,
-) -> ThreadingHTTPServer:
+) -> WebhookServer:
     """Serve :func:`review` over HTTPS on ``host:port`` with ``tls_dir``/``tls.crt`` and
-    ``tls.key``; blocks unless ``block`` is False (then it runs in a thread).
+    ``tls.key``; blocks unless ``block`` is False (then it runs in a thread). ``host``:
+    the address listened on (default loopback; in a pod, ``0.0.0.0`` or ``::``, so the API
+    server can reach it through the Service, as ``deploy/deployment.yaml`` passes).
 
     Each connection is served in its own thread: its TLS handshake must end within
     :data:`HANDSHAKE_TIMEOUT_S`, and a silent connection is closed after
     :data:`REQUEST_TIMEOUT_S`. A body must come with a ``Content-Length`` (411 without one),
-    non-negative (400) and at most :data:`MAX_BODY_BYTES` (413); a body that is not an
-    AdmissionReview — not JSON, nested deeper than :data:`MAX_BODY_DEPTH`, not an object —
-    is answered 400 with the reason."""
+    non-negative (400) and at most :data:`MAX_BODY_BYTES` (413); it must fit the in-flight
+    budget (503 unread) and arrive within ``limits.body_deadline_s`` (408); a body that is
+    not an AdmissionReview — not JSON, nested deeper than :data:`MAX_BODY_DEPTH`, not an
+    object — is answered 400 with the reason."""
     folder = Path(tls_dir)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -178,10 +294,47 @@ def serve_webhook(
             if n is None:
                 self._answer(code, json.dumps({"error": why}).encode())
                 return
+            srv = self.server
+            assert isinstance(srv, _TLSServer)
+            if not srv.reserve(n):
+                why = f"too many bytes in flight (limit {srv.limits.max_bytes_in_flight}); retry"
+                self._answer(503, json.dumps({"error": why}).encode())
+                return
+            held = 0
             try:
-                body = loads_bounded(
-                    self.rfile.read(n), max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH
-                )
+                chunks: list[bytes] = []
+                deadline = time.monotonic() + srv.limits.body_deadline_s
+                while held < n:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.connection.settimeout(min(left, REQUEST_TIMEOUT_S))
+                    try:
+                        chunk = self.rfile.read1(min(READ_CHUNK_BYTES, n - held))
+                    except TimeoutError:
+                        break
+                    if not chunk:  # the client went away
+                        self.close_connection = True
+                        return
+                    chunks.append(chunk)
+                    held += len(chunk)
+                    srv.hold(len(chunk))
+                if held < n:
+                    with srv.lock:
+                        srv.stats.too_slow += 1
+                    why = (
+                        f"the body did not arrive within {srv.limits.body_deadline_s:g} s "
+                        f"({held} of {n} bytes)"
+                    )
+                    self._answer(408, json.dumps({"error": why}).encode())
+                    return
+                self._review(b"".join(chunks))
+            finally:
+                srv.release(n, held)
+
+        def _review(self, raw: bytes) -> None:
+            try:
+                body = loads_bounded(raw, max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH)
                 if not isinstance(body, dict):
                     raise ValueError("not a JSON object")
                 answer = review(body, gate=gate, selector=selector)
@@ -196,7 +349,7 @@ def serve_webhook(
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    server = _TLSServer((host, port), Handler, ctx)
+    server = _TLSServer((host, port), Handler, ctx, limits)
     if block:
         server.serve_forever()
     else:
