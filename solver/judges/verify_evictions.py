@@ -12,6 +12,12 @@ placer. The rules:
 * ``victim_priority`` — the gang an eviction names is admitted by the plan, has a pod on a
   node the victim held, and may evict it (strictly lower priority in its queue, or a reclaim
   from a borrowing queue);
+* ``reclaim_total`` — reclaim is counted per queue, as Kueue counts each admitted workload
+  against its ClusterQueue's nominal quota: the queue's running usage (its pods the plan
+  keeps) plus the whole request of **every** gang of the queue the plan admits by reclaim
+  stays within its ``guaranteed`` amount in each resource those gangs ask that it
+  guarantees (each gang alone within it is not enough: two 8-GPU reclaims for a queue
+  guaranteed 8);
 * ``eviction_needed`` — no eviction for nothing (below);
 * ``victim_disruption`` — no victim that does not tolerate disruption;
 * ``victim_grace`` — no victim inside its grace period.
@@ -56,6 +62,7 @@ from gangplan.models import (
     RunningGang,
     RunningPod,
     Snapshot,
+    format_quantity,
     growing_nodes,
 )
 
@@ -180,6 +187,46 @@ def check_victim_priority(ctx: _Ctx) -> Iterator[tuple[str, str]]:
             )
         elif kind is not None and kind != e.kind:
             yield ("victim_priority", f"{who} says {e.kind!r}; the rule that allows it is {kind!r}")
+
+
+def check_reclaim_total(ctx: _Ctx) -> Iterator[tuple[str, str]]:
+    """Per queue, its kept running usage plus every gang it admits by reclaim stays within
+    its guaranteed amount (module docstring)."""
+    s = ctx.snapshot
+    admitted = {p.gang_key for p in ctx.plan.pods}
+    by_queue: dict[str, set[str]] = defaultdict(set)
+    for e in ctx.plan.evictions:
+        g = s.gang_by_key.get(e.for_gang)
+        if e.kind == "reclaim" and g is not None and g.key in admitted:
+            by_queue[g.queue].add(g.key)
+    if not by_queue:
+        return
+    evicted = {(e.namespace, e.pod) for e in ctx.plan.evictions}
+    for qname, keys in sorted(by_queue.items()):
+        queue = s.queue_by_name.get(qname)
+        if queue is None:
+            continue
+        use: Counter[str] = Counter()
+        for pod in s.running:
+            if pod.queue == qname and (pod.namespace, pod.name) not in evicted:
+                use.update(pod.requests)
+        asks: Counter[str] = Counter()
+        for key in sorted(keys):
+            for role in s.gang_by_key[key].roles:
+                for r, v in role.requests.items():
+                    asks[r] += role.count * v
+        for r in sorted(asks):
+            if asks[r] <= 0 or r not in queue.guaranteed:
+                continue
+            total = use[r] + asks[r]
+            if total > queue.guaranteed[r]:
+                yield (
+                    "reclaim_total",
+                    f"queue {qname!r} reclaims for {', '.join(sorted(keys))}: with its running "
+                    f"pods they use {format_quantity(r, total)} of {r}, above the "
+                    f"{format_quantity(r, queue.guaranteed[r])} it is guaranteed (Kueue "
+                    "counts every admitted workload)",
+                )
 
 
 def check_eviction_needed(ctx: _Ctx) -> Iterator[tuple[str, str]]:
@@ -336,6 +383,7 @@ EVICTION_CHECKS = (
     check_evictions,
     check_victim_whole,
     check_victim_priority,
+    check_reclaim_total,
     check_eviction_needed,
     check_victim_disruption,
     check_victim_grace,

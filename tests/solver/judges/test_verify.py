@@ -275,6 +275,7 @@ def test_every_check_is_a_named_rule() -> None:
         "check_evictions",
         "check_victim_whole",
         "check_victim_priority",
+        "check_reclaim_total",
         "check_eviction_needed",
         "check_victim_disruption",
         "check_victim_grace",

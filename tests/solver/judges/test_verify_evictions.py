@@ -174,3 +174,67 @@ def test_a_victim_that_does_not_tolerate_disruption_is_refused() -> None:
     s = snapshot([run("pinned", "n1", preemptible=False), run("peer", "n2", 100)])
     got = rules(s, [h_on("n1")], [evict("pinned", "n1")])
     assert got == ["victim_disruption"]
+
+
+def _two_queues() -> Snapshot:
+    """Queue a is guaranteed 8 GPUs and reclaims; queue b is guaranteed none and borrows:
+    its gangs b1 on n1 and b2 on n2 (8 GPUs each) use 16. Pending in a: a1 and a2, one pod
+    of 8 GPUs each. Each alone is within a's guarantee (0 + 8 <= 8) and may reclaim."""
+    pend = [
+        {
+            "name": g,
+            "queue": "a",
+            "roles": [{"name": "w", "count": 1, "requests": {"cpu": 1, GPU: 8}}],
+        }
+        for g in ("a1", "a2")
+    ]
+    data = {
+        "apiVersion": "gangplan.io/v1alpha1",
+        "kind": "Instance",
+        "preemption": {"enabled": True, "now": 1000, "grace_s": 300},
+        "nodes": [{"name": n, "allocatable": {"cpu": 4, GPU: 8}} for n in ("n1", "n2")],
+        "queues": [
+            {"name": "a", "guaranteed": {GPU: 8}, "preemption": {"reclaim": "any"}},
+            {"name": "b", "preemption": {"reclaimable": True}},
+        ],
+        "running": [
+            {**run("b1", "n1"), "queue": "b", "admitted": 0},
+            {**run("b2", "n2"), "queue": "b", "admitted": 0},
+        ],
+        "gangs": pend,
+    }
+    return load_instance(data)[0]
+
+
+def _on(gang: str, node: str) -> PodPlacement:
+    return PodPlacement(
+        pod=f"{gang}-w-0", gang=gang, role="w", node=node, gpus=tuple(f"gpu-{i}" for i in range(8))
+    )
+
+
+def test_reclaim_is_counted_cumulatively_per_queue() -> None:
+    # issue 26, finding 6: a1 and a2 both admitted by reclaim put 16 GPUs in a queue
+    # guaranteed 8 (Kueue counts each admitted workload); before, each was judged alone
+    s = _two_queues()
+
+    def ev(pod: str, node: str, for_gang: str) -> Eviction:
+        return Eviction(pod=pod, gang=pod, node=node, for_gang=for_gang, kind="reclaim")
+
+    one = rules(s, [_on("a1", "n1")], [ev("b1", "n1", "default/a1")])
+    assert one == []
+    both = verify(
+        s,
+        assemble_plan(
+            s,
+            [_on("a1", "n1"), _on("a2", "n2")],
+            {},
+            evictions=[ev("b1", "n1", "default/a1"), ev("b2", "n2", "default/a2")],
+        ),
+    )
+    assert [(v.rule, v.message) for v in both] == [
+        (
+            "reclaim_total",
+            "queue 'a' reclaims for default/a1, default/a2: with its running pods they use 16 "
+            f"of {GPU}, above the 8 it is guaranteed (Kueue counts every admitted workload)",
+        )
+    ]
