@@ -87,7 +87,7 @@ class BuildStopped(Exception):
 PROJECT_FROM = 0.1
 """A group of objective terms built node by node (expected fragmentation) is projected to
 its end in time once this share of its work is built (:func:`_fragmentation_work`; the
-builder's ``too_big``)."""
+build guard's check, :class:`~gangplan.solver.model.build.BuildGuard`)."""
 VARIABLES_PER_WORK = 1
 """Variables per unit of :func:`_fragmentation_work`, which bounds them from above (on
 openb the term had 0.71 variables per unit, 467,597 for 661,341): a term whose start

@@ -16,19 +16,19 @@ from gangplan.adapters.files import load_snapshot
 from gangplan.models import PodPlacement
 from gangplan.solver.cycle import pipeline as cycle
 from gangplan.solver.judges.verify import verify
-from gangplan.solver.model import builder
+from gangplan.solver.model import readback
 from gangplan.solver.result import CycleStatus, SolverConfig
 
 
 def test_a_failed_device_assignment_returns_the_incumbent(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = builder.disaggregate
+    real = readback.disaggregate
 
     def broken(*args: Any, **kwargs: Any) -> list[PodPlacement]:
         pods = real(*args, **kwargs)
         # every GPU pod claims the first GPU of its node: devices given twice
         return [p.model_copy(update={"gpus": p.gpus[:1] * len(p.gpus)}) for p in pods]
 
-    monkeypatch.setattr(builder, "disaggregate", broken)
+    monkeypatch.setattr(readback, "disaggregate", broken)
     s, _ = load_snapshot(None)
     result = cycle.solve_cycle(s, config=SolverConfig(time_limit_s=2, deterministic=True))
     assert result.status is CycleStatus.FALLBACK

@@ -24,9 +24,9 @@ from gangplan.solver.context import CycleContext
 from gangplan.solver.judges.score import score
 from gangplan.solver.judges.verify import verify
 from gangplan.solver.model import objective
-from gangplan.solver.model.builder import disaggregate, solution_plan
 from gangplan.solver.model.constraints import Constraints
 from gangplan.solver.model.indexing import build_index
+from gangplan.solver.model.readback import disaggregate, solution_plan
 from gangplan.solver.model.variables import KINDS, Variables
 from gangplan.solver.result import SolverConfig, assemble_plan
 

@@ -289,16 +289,3 @@ def test_families_are_permutations_of_one_table() -> None:
     assert len(set(Constraints.FAMILIES)) == len(Constraints.FAMILIES) == 14
     for a, b in itertools.combinations(_orders(), 2):
         assert sorted(a) == sorted(b) == sorted(Constraints.FAMILIES)
-
-
-def test_small_models_and_short_tiers_skip_presolve() -> None:
-    # the rule of builder._params in wall-clock mode: presolve only for a tier of at least
-    # PRESOLVE_MIN_S seconds on a model of at least PRESOLVE_MIN_VARIABLES variables (the
-    # 64-node fat-tree's 832 variables: none; the 512-node one's 3,530: presolve)
-    from gangplan.solver.model.builder import _params
-
-    cfg = SolverConfig(time_limit_s=5)
-    for seconds, variables, want in ((5.0, 832, False), (5.0, 3_530, True), (0.5, 3_530, False)):
-        solver = cp_model.CpSolver()
-        _params(solver, cfg, seconds, seconds, variables)
-        assert solver.parameters.cp_model_presolve is want, (seconds, variables)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-import gangplan.solver.model.builder as builder
+import gangplan.solver.model.build as build
 from gangplan.models import load_instance
 from gangplan.solver.cycle.pipeline import solve_cycle
 from gangplan.solver.judges.verify import verify
@@ -55,7 +55,7 @@ def test_past_the_bound_the_build_stops_and_the_incumbent_is_returned(
 ) -> None:
     # any model of this cycle has more than 3 variables (3 pods to place, each a node
     # choice): the build stops at the first family that passes the bound
-    monkeypatch.setattr(builder, "MAX_VARIABLES", bound)
+    monkeypatch.setattr(build, "MAX_VARIABLES", bound)
     s = _snapshot()
     result = solve_cycle(s, None, DET)
     assert result.status is CycleStatus.INCUMBENT
@@ -190,7 +190,7 @@ def test_a_term_that_takes_the_model_past_the_bound_is_left_out(
     assert end == whole
     rest = whole - (end - start)
     bound = {"far": end - 1, "near": rest + 5}[past]
-    monkeypatch.setattr(builder, "MAX_VARIABLES", bound)
+    monkeypatch.setattr(build, "MAX_VARIABLES", bound)
     s = _shares_snapshot()
     result = solve_cycle(s, None, SHORT)
     assert result.status in (CycleStatus.OPTIMAL, CycleStatus.FEASIBLE)
@@ -213,7 +213,7 @@ def test_without_a_saved_copy_a_term_past_the_bound_stops_the_build(
     import gangplan.solver.model.objective as objective
 
     _start, end, _whole = _fragmentation_term(monkeypatch)
-    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 100)
+    monkeypatch.setattr(build, "MAX_VARIABLES", end - 100)
     monkeypatch.setattr(objective, "VARIABLES_PER_WORK", 0)
     s = _shares_snapshot()
     result = solve_cycle(s, None, SHORT)
@@ -248,7 +248,7 @@ def test_a_model_within_the_bound_is_built_whole(
     with monkeypatch.context() as m:
         m.setattr(objective, "_expected_fragmentation", recorded)
         whole = solve_cycle(make(), None, SHORT).model_size["variables"]
-    monkeypatch.setattr(builder, "MAX_VARIABLES", whole)
+    monkeypatch.setattr(build, "MAX_VARIABLES", whole)
     s = make()
     result = solve_cycle(s, None, SHORT)
     assert not _stopped(result) and not _left_out(result), result.plan.summary.notes
@@ -264,10 +264,10 @@ def test_a_term_whose_build_would_take_too_long_is_left_out(
     # projection, with a saved copy, the term is left out and the rest solved; when the
     # time is already spent, leaving the term out saves nothing and the build stops
     import gangplan.solver.model.objective as objective
-    from gangplan.solver.model.builder import ModelOutcome
+    from gangplan.solver.model.outcome import ModelOutcome
 
     start, end, whole = _fragmentation_term(monkeypatch)
-    monkeypatch.setattr(builder, "MAX_VARIABLES", end - 1)  # the term's size is at risk
+    monkeypatch.setattr(build, "MAX_VARIABLES", end - 1)  # the term's size is at risk
     original = objective._expected_fragmentation
     stop = ModelOutcome(CycleStatus.INCUMBENT, None, notes=["model build stopped (here)"])
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 from ortools.sat.python import cp_model
 
-import gangplan.solver.model.builder as builder
 import gangplan.solver.model.neighbourhood as nb
+import gangplan.solver.model.search as search
 from gangplan.adapters.traces.generate import generate_fat_tree
 from gangplan.models import Snapshot
 from gangplan.models.snapshot import QueuePreemption
@@ -187,7 +187,7 @@ def _forced(
 ) -> CycleResult:
     """The cycle with LNS on whatever the model's size, small neighbourhoods; ``gains``
     collects how many improving steps each tier's search found."""
-    monkeypatch.setattr(builder, "LNS_MIN_DECISIONS", 0)
+    monkeypatch.setattr(search, "LNS_MIN_DECISIONS", 0)
     monkeypatch.setattr(nb, "STALL", 4)  # small neighbourhoods of a small model: persist
     if gains is not None:
 
@@ -196,7 +196,7 @@ def _forced(
             gains.append(len(found))
             return found, det, proven, stalled
 
-        monkeypatch.setattr(builder, "improve", counted)
+        monkeypatch.setattr(search, "improve", counted)
     monkeypatch.setattr(nb, "MIN_SIZE", 20)
     monkeypatch.setattr(nb, "START_SIZE", 0.05)
     cfg = SolverConfig(time_limit_s=60, deterministic=True, deterministic_time=budget, seed=2)
@@ -262,7 +262,7 @@ def test_fixing_the_auxiliary_variables_of_unfreed_parts_keeps_each_neighbourhoo
         seen.append((model.clone(), expr, start, hood))
         return improve(model, expr, start, hood, pace, **kwargs)
 
-    monkeypatch.setattr(builder, "improve", capture)
+    monkeypatch.setattr(search, "improve", capture)
     _forced(monkeypatch, 2.0, snapshot=instance())
     assert sum(len(v) for v in seen[0][3].aux_by_part.values()) > 0
 
