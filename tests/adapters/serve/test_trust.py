@@ -416,3 +416,73 @@ def test_a_recovered_flight_of_a_namespace_not_served_is_dropped(
     clock.advance(20.0)
     assert loop.cycle().taken_back == []
     assert writes(memory, "dev") == []
+
+
+# ---------------------------------------------------------------- two tenants, one hostile
+
+
+def _ml(api: InMemoryApi) -> None:
+    for i in range(4):
+        api.put(node(f"n{i}"))
+    for name, n, gpus in (("a", 2, 8), ("b", 4, 2), ("c", 3, 8)):
+        api.put(volcano_group(name, n))
+        for p in gang_pods(name, n, gpus=gpus):
+            api.put(p)
+
+
+def _hostile(api: InMemoryApi, pods: int) -> None:
+    """Namespace dev: forged plans naming ml's gangs, an annotation near the 256 KiB cap,
+    malformed PodGroups and their gated pods, and ``pods`` plain pending pods."""
+    claim = {"a-0": ["n3", GPUS8, [], None], "a-1": ["n3", GPUS8, [], None]}
+    api.put(pod("f-0", ns="dev", gpus=0, gated=False, annotations=forged("ml/a", claim, 2e9)))
+    api.put(
+        pod("f-1", ns="dev", gpus=0, annotations=forged("ml/c", {"f-1": ["n0", GPUS8, [], None]}))
+    )
+    api.put(pod("huge", ns="dev", gpus=0, gated=False, annotations={"x": "y" * 250_000}))
+    for name, spec in (("m0", {"minMember": "many"}), ("m1", {"minMember": -3}), ("m2", [])):
+        api.put(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "dev"},
+                "spec": spec,
+            }
+        )
+        api.put(pod(f"{name}-0", ns="dev", gpus=8, group=name))
+    for i in range(pods):
+        api.put(pod(f"p{i}", ns="dev", gpus=1, gated=False))
+
+
+def _ml_outcome(api: InMemoryApi, clock: FakeClock) -> tuple[list[str], dict, list]:
+    loop = make_loop(api, clock)
+    admitted = []
+    for _ in range(2):
+        admitted += [k for k in loop.cycle().admitted if k.startswith("ml/")]
+        clock.advance(2.0)
+    pins = {
+        p["metadata"]["name"]: (p["spec"].get("nodeSelector"), p["spec"].get("schedulingGates"))
+        for p in api.objects(PODS)
+        if p["metadata"]["namespace"] == "ml"
+    }
+    ml_writes = [(c.verb, c.name) for c in api.calls if c.namespace == "ml" and c.kind == "pods"]
+    return sorted(admitted), pins, sorted(ml_writes)
+
+
+def test_a_hostile_namespace_changes_nothing_of_another() -> None:
+    # the same ml cluster, alone and beside a hostile dev: ml's gangs get the same
+    # outcome, the same pins and the same writes (none more), and a restart of serve (the
+    # forged plans read again) takes nothing of ml back. By hand for ml alone: 4 nodes of 8
+    # GPUs; a (2x8) and c (3x8) need 40 GPUs of 32, so a and b (4x2) or c and b: two gangs.
+    clock_a, clock_b = FakeClock(), FakeClock()
+    alone, beside = InMemoryApi(clock_a), InMemoryApi(clock_b)
+    _ml(alone)
+    _ml(beside)
+    _hostile(beside, 20_000)  # about 6 s on a shared 2-core machine
+    expected = _ml_outcome(alone, clock_a)
+    assert len(expected[0]) == 2 and "ml/b" in expected[0]
+    assert _ml_outcome(beside, clock_b) == expected
+    restarted = make_loop(beside, clock_b)
+    report = restarted.cycle()
+    assert report.taken_back == []
+    assert any("dev/f-0: annotation gangplan.io/plan ignored" in n for n in report.notes)
+    assert not [c for c in beside.calls if c.namespace == "ml" and c.verb in ("delete", "evict")]
