@@ -384,3 +384,32 @@ def test_the_webhook_calls_no_api() -> None:
         for a in n.names
     }
     assert not {m for m in imported if m and ("kubernetes" in m or m.endswith(".client"))}
+
+
+def test_the_image_is_built_non_root_from_the_pyproject_and_the_tested_versions() -> None:
+    # issue 26, finding 12: deploy/ named image gangplan:0.1.0 and nothing built it
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    root = DEPLOY.parent
+    lines = [ln.split("#")[0].strip() for ln in (root / "Dockerfile").read_text().splitlines()]
+    assert any(ln.startswith("FROM python:3.11-slim") for ln in lines)
+    assert "RUN pip install -c constraints.txt . && rm -rf /src" in lines
+    user = [ln for ln in lines if ln.startswith("USER ")][-1]
+    assert user.split()[1].split(":")[0].isdigit() and not user.split()[1].startswith("0")
+    pins = {}
+    for ln in (root / "constraints.txt").read_text().splitlines():
+        if ln and not ln.startswith("#"):
+            name, _, version = ln.partition("==")
+            pins[name] = version
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in map(Requirement, deps):
+        name = dep.name.lower().replace("_", "-")
+        assert name in pins, f"{name}: not pinned in constraints.txt"
+        assert dep.specifier.contains(pins[name]), f"{name}=={pins[name]}: not {dep.specifier}"
+    (serve,) = [
+        d for d in _docs() if d["kind"] == "Deployment" and d["metadata"]["name"] == "gangplan"
+    ]
+    assert serve["spec"]["template"]["spec"]["containers"][0]["image"] == "gangplan:0.1.0"
+    assert "docker build -t gangplan:0.1.0 ." in (root / "docs" / "serve.md").read_text()
