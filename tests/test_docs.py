@@ -274,3 +274,16 @@ def test_every_section_cited_by_title_exists() -> None:
         if title.replace("`", "").lower() not in _titles(ROOT / doc)
     ]
     assert unknown == []
+
+
+def test_the_code_tables_name_every_module_of_solver() -> None:
+    # a module added to solver/ gets its line in docs/solver.md
+    code, model = _code_tables()
+    named = {f"solver/{f}" for f in _first_cells(code)}
+    named |= {f"solver/model/{f}" for f in _first_cells(model)}
+    modules = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "solver").rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    assert sorted(modules - named) == []
