@@ -20,7 +20,7 @@ a connection that failed or a watch stream that dropped. Kubernetes API conventi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -102,6 +102,33 @@ KINDS: dict[str, Kind] = {
 ``PodGroup`` and ``Workload`` at ``scheduling.k8s.io/v1beta1`` (KEP-4671, beta in 1.37)."""
 
 
+VERSIONS: dict[str, tuple[str, ...]] = {
+    key: ("v1beta2", "v1beta1")
+    for key in (
+        "topologies.kueue.x-k8s.io",
+        "resourceflavors.kueue.x-k8s.io",
+        "clusterqueues.kueue.x-k8s.io",
+        "localqueues.kueue.x-k8s.io",
+    )
+}
+"""Kinds a server may serve at several versions, newest first: Kueue serves v1beta2 from
+0.15 and will stop serving v1beta1 (the readers of ``convert k8s`` accept both). The
+informer asks discovery which the server serves (:func:`at_served_version`)."""
+
+
+def at_served_version(kind: Kind, served: Collection[str] | None) -> Kind | None:
+    """``kind`` at the newest of its :data:`VERSIONS` in ``served`` (the versions discovery
+    says the server serves of its group); ``kind`` itself when it has one version or
+    discovery said nothing (``served`` None); None when none of its versions is served."""
+    versions = VERSIONS.get(kind.key)
+    if versions is None or served is None:
+        return kind
+    for v in versions:
+        if v in served:
+            return Kind(kind.group, v, kind.plural, kind.kind, kind.namespaced)
+    return None
+
+
 def kind_of(key: str) -> Kind:
     """The :class:`Kind` of ``key`` (``pods``, ``podgroups.scheduling.volcano.sh``).
 
@@ -157,6 +184,11 @@ class WatchEvent:
 
 class KubeApi(Protocol):
     """The calls of the live loop. Every method raises :class:`ApiError` on failure."""
+
+    def served_versions(self, group: str) -> tuple[str, ...] | None:
+        """The versions the server serves of API ``group`` (discovery, ``GET /apis``);
+        None when discovery did not answer."""
+        ...
 
     def list(self, kind: Kind, namespace: str | None = None) -> Listing:
         """All objects of ``kind`` (in ``namespace``, or all namespaces)."""

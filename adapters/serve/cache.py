@@ -23,7 +23,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from gangplan.adapters.serve.api import ApiError, Kind, KubeApi, Obj, WatchEvent
+from gangplan.adapters.serve.api import (
+    VERSIONS,
+    ApiError,
+    Kind,
+    KubeApi,
+    Obj,
+    WatchEvent,
+    at_served_version,
+)
 from gangplan.adapters.serve.clock import Clock, SystemClock
 
 __all__ = ["Cache", "Informer", "InformerStats", "ObjKey", "OnChange"]
@@ -118,6 +126,17 @@ class Informer:
                 self.resource_version = ev.resource_version
 
     def _relist(self) -> int:
+        if self.kind.key in VERSIONS:
+            # the newest version the server serves (discovery), asked at every list
+            discover = getattr(self.api, "served_versions", None)
+            chosen = at_served_version(
+                self.kind, discover(self.kind.group) if discover is not None else None
+            )
+            if chosen is None:
+                self.served = False
+                self._unserved_since = self.clock.now()
+                return 0
+            self.kind = chosen
         try:
             listing = self.api.list(self.kind, self.namespace)
         except ApiError as err:

@@ -153,6 +153,28 @@ class OfficialApi:
             return self.custom.list_namespaced_custom_object, {**args, "namespace": namespace}
         return self.custom.list_cluster_custom_object, args
 
+    def served_versions(self, group: str) -> tuple[str, ...] | None:
+        """The versions of ``group`` the server's discovery (``GET /apis``, ``APIGroupList``)
+        lists; None when it does not answer (the caller keeps the version it has)."""
+        from kubernetes import client
+
+        try:
+            data = _read(
+                client.ApisApi(self._client).get_api_versions(
+                    _preload_content=False, _request_timeout=self.timeout
+                )
+            )
+        except Exception:
+            return None
+        for g in data.get("groups") or []:
+            if isinstance(g, dict) and g.get("name") == group:
+                return tuple(
+                    str(v.get("version"))
+                    for v in g.get("versions") or []
+                    if isinstance(v, dict) and v.get("version")
+                )
+        return ()
+
     def list(self, kind: Kind, namespace: str | None = None) -> Listing:
         func, args = self._list_call(kind, namespace)
         try:

@@ -32,7 +32,16 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from gangplan.adapters.serve.api import KINDS, ApiError, Kind, Listing, Obj, WatchEvent, merge_patch
+from gangplan.adapters.serve.api import (
+    KINDS,
+    VERSIONS,
+    ApiError,
+    Kind,
+    Listing,
+    Obj,
+    WatchEvent,
+    merge_patch,
+)
 from gangplan.adapters.serve.clock import Clock, SystemClock, rfc3339
 
 __all__ = ["Call", "Fault", "Faults", "InMemoryApi"]
@@ -151,6 +160,8 @@ class InMemoryApi:
     ):
         self.clock: Clock = clock or SystemClock()
         self.faults = Faults()
+        self.served: dict[str, tuple[str, ...]] = {}
+        """API group -> the versions served of it, where a test sets them (discovery)"""
         self.calls: deque[Call] = deque(maxlen=record or None)
         self._record = record > 0
         self.bindings: Counter[str] = Counter()
@@ -205,9 +216,20 @@ class InMemoryApi:
 
     # ------------------------------------------------------------------ reads
 
+    def served_versions(self, group: str) -> tuple[str, ...] | None:
+        """``served[group]`` where set, else every version :data:`KINDS` and
+        :data:`VERSIONS` give the group."""
+        if group in self.served:
+            return self.served[group]
+        versions = {k.version for k in KINDS.values() if k.group == group}
+        versions |= {v for key, vs in VERSIONS.items() if KINDS[key].group == group for v in vs}
+        return tuple(sorted(versions))
+
     def list(self, kind: Kind, namespace: str | None = None) -> Listing:
         with self._cond:
             self.faults.check("list", kind.key, None, self.clock)
+            if kind.version not in (self.served_versions(kind.group) or ()):
+                raise ApiError(404, "NotFound", f"{kind.api_version} is not served")
             items = [
                 copy.deepcopy(o)
                 for (ns, _), o in sorted(self._bucket(kind).items())

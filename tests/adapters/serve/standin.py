@@ -39,7 +39,7 @@ from urllib.parse import parse_qs, urlparse
 
 import kubernetes_validate
 
-from gangplan.adapters.serve.api import KINDS, ApiError, Kind, merge_patch
+from gangplan.adapters.serve.api import KINDS, ApiError, Kind, at_served_version, merge_patch
 from gangplan.adapters.serve.memory import InMemoryApi
 
 K8S_VERSION = "1.37"
@@ -51,6 +51,10 @@ _GROUP = re.compile(
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
 )
 _SCHEMA_KINDS = {"v1/Pod", "v1/Node", "scheduling.k8s.io/v1beta1/PodGroup"}
+
+
+class _Discovery(Exception):
+    """GET /apis: answered with the group list."""
 
 
 class StandIn:
@@ -124,6 +128,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self) -> tuple[Kind, str | None, str | None, str | None, dict[str, list[str]]]:
         url = urlparse(self.path)
         query = parse_qs(url.query)
+        if url.path in ("/apis", "/apis/"):
+            raise _Discovery()
         m = _CORE.match(url.path)
         group, version = "", "v1"
         if m is None:
@@ -133,9 +139,25 @@ class _Handler(BaseHTTPRequestHandler):
             group, version = m["group"], m["version"]
         key = f"{m['plural']}.{group}" if group else m["plural"]
         kind = KINDS.get(key)
-        if kind is None or kind.version != version:
+        served = (self.standin.api.served_versions(group) or ()) if group else ("v1",)
+        at = at_served_version(kind, (version,)) if kind is not None else None
+        if at is None or version not in served or at.version != version:
             raise ApiError(404, "NotFound", f"the server could not find the resource {key}")
+        kind = at
         return kind, m["ns"], m["name"], m["sub"], query
+
+    def _groups(self) -> dict[str, Any]:
+        """The ``APIGroupList`` of ``GET /apis``: every group of the port, at the versions
+        the in-memory API serves."""
+        api = self.standin.api
+        groups = sorted({k.group for k in KINDS.values() if k.group})
+        out = []
+        for g in groups:
+            vs = api.served_versions(g) or ()
+            if vs:
+                gv = [{"groupVersion": f"{g}/{v}", "version": v} for v in vs]
+                out.append({"name": g, "versions": gv, "preferredVersion": gv[-1]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": out}
 
     def _body(self) -> Any:
         n = int(self.headers.get("Content-Length") or 0)
@@ -159,7 +181,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _do(self, method: str) -> None:
         s = self.standin
         try:
-            kind, ns, name, sub, query = self._route()
+            try:
+                kind, ns, name, sub, query = self._route()
+            except _Discovery:
+                self._send(200, self._groups())
+                return
             s.requests[f"{method} {kind.key}{'/' + sub if sub else ''}"] += 1
             getattr(self, f"_{method.lower()}")(kind, ns, name, sub, query)
         except ApiError as err:

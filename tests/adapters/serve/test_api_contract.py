@@ -8,6 +8,7 @@ only, nodeSelector only added to a gated pod; the binding and eviction subresour
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,35 @@ def test_a_watch_asks_whole_seconds_never_zero(timeout_s: float, asked: int) -> 
     from gangplan.adapters.serve.client import watch_seconds
 
     assert watch_seconds(timeout_s) == asked
+
+
+@pytest.mark.parametrize("served", [("v1beta1",), ("v1beta2",), ("v1beta1", "v1beta2")])
+def test_kueue_kinds_are_listed_at_the_newest_version_served(
+    api: KubeApi, memory: InMemoryApi, served: tuple[str, ...]
+) -> None:
+    """Through discovery: a server serving only v1beta1 of kueue.x-k8s.io is listed at
+    v1beta1, one serving v1beta2 (alone or beside v1beta1) at v1beta2; the informer's kind
+    says which. A server serving neither leaves the kind unserved (empty, synced)."""
+    from gangplan.adapters.serve.cache import Informer
+
+    memory.served["kueue.x-k8s.io"] = served
+    cq = KINDS["clusterqueues.kueue.x-k8s.io"]
+    memory.create(
+        cq,
+        None,
+        {
+            "apiVersion": cq.api_version,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "team-a"},
+            "spec": {},
+        },
+    )
+    inf = Informer(api, cq, lambda *_: None, threading.RLock())
+    inf.step()
+    want = "v1beta2" if "v1beta2" in served else "v1beta1"
+    assert inf.kind.version == want
+    assert [o["metadata"]["name"] for o in inf.objects.values()] == ["team-a"]
+    memory.served["kueue.x-k8s.io"] = ("v1",)
+    gone = Informer(api, cq, lambda *_: None, threading.RLock())
+    gone.step()
+    assert not gone.served and gone.synced and gone.objects == {}
