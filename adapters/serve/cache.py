@@ -34,7 +34,7 @@ from gangplan.adapters.serve.api import (
 )
 from gangplan.adapters.serve.clock import Clock, SystemClock
 
-__all__ = ["Cache", "Informer", "InformerStats", "ObjKey", "OnChange"]
+__all__ = ["Cache", "Informer", "InformerStats", "NotSynced", "ObjKey", "OnChange"]
 
 ObjKey = tuple[str, str]
 """``(namespace, name)``; namespace ``""`` for cluster-scoped objects"""
@@ -168,6 +168,15 @@ def _rv(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+class NotSynced(Exception):
+    """A run that needs the cluster now (``serve --once``, ``apply``) could not list every
+    watched kind: ``errors`` gives ``(kind key, ApiError)`` of each list that failed."""
+
+    def __init__(self, errors: list[tuple[str, ApiError]]):
+        self.errors = errors
+        super().__init__("; ".join(f"{key}: {err}" for key, err in errors) or "not synced")
+
+
 class Cache:
     """The informers of one run, by :attr:`Kind.key`, sharing one lock."""
 
@@ -231,6 +240,11 @@ class Cache:
             for inf in self
             if inf.list_error is not None and not inf.synced
         ]
+
+    def require_synced(self) -> None:
+        """Raise :class:`NotSynced` (with :meth:`list_errors`) unless every kind is listed."""
+        if not self.synced:
+            raise NotSynced(self.list_errors())
 
     def pump(self) -> int:
         """One step of every informer in this thread (watches return what is there now)."""

@@ -19,16 +19,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gangplan.adapters.kube.topology import match_labels
 from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi, Obj
-from gangplan.adapters.serve.apply import Applier
 
-__all__ = ["EvictOutcome", "disruptions_allowed", "evict_together"]
+__all__ = ["EvictOutcome", "EvictingApplier", "Evictor", "disruptions_allowed", "evict_together"]
 
 PDB = KINDS["poddisruptionbudgets.policy"]
 PODS = KINDS["pods"]
 _FINISHED = ("Succeeded", "Failed")
+
+
+class EvictingApplier(Protocol):
+    """What eviction needs of the applier (:class:`~gangplan.adapters.serve.apply.Applier`):
+    whether it only records (``dry_run``), and one pod's eviction (raises ``ApiError``)."""
+
+    @property
+    def dry_run(self) -> bool: ...
+
+    def evict(self, ns: str, name: str, uid: str | None) -> None: ...
 
 
 @dataclass
@@ -106,7 +116,7 @@ def _preflight(api: KubeApi, victims: Sequence[tuple[str, str]]) -> str:
 
 def evict_together(
     api: KubeApi,
-    applier: Applier,
+    applier: EvictingApplier,
     victims: Sequence[tuple[str, str, str | None]],
 ) -> EvictOutcome:
     """Evict ``victims`` (``(namespace, name, uid)``) all, or as few as the module docstring
@@ -130,3 +140,16 @@ def evict_together(
             return out
         out.evicted.append(names[k])
     return out
+
+
+class Evictor:
+    """:func:`evict_together` bound to one port and applier: the loop's evictor
+    (:class:`~gangplan.adapters.serve.parts.LoopParts`)."""
+
+    def __init__(self, api: KubeApi, applier: EvictingApplier):
+        self.api = api
+        self.applier = applier
+
+    def together(self, victims: Sequence[tuple[str, str, str | None]]) -> EvictOutcome:
+        """:func:`evict_together` of ``victims`` (``(namespace, name, uid)``)."""
+        return evict_together(self.api, self.applier, victims)

@@ -120,6 +120,12 @@ class Ledger:
     def add(self, flight: InFlight) -> None:
         self.gangs[flight.key] = flight
 
+    def reset(self, flights: Iterable[InFlight] = ()) -> None:
+        """Forget every gang in flight and hold ``flights`` instead (a ledger rebuilt from the
+        cluster: :func:`recover`). In place: the watchdog and the dispatcher keep this one."""
+        self.gangs = {f.key: f for f in flights}
+        self._expired_reported = set()
+
     def remove(self, key: str) -> InFlight | None:
         flight = self.gangs.pop(key, None)
         if flight is not None:

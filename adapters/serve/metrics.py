@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from gangplan.models import Plan
+
 __all__ = ["Metrics"]
 
 _BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
@@ -89,6 +91,14 @@ class Metrics:
             "gangplan_cycle_errors", "Cycles that raised an exception", registry=r
         )
         self._queues: set[str] = set()
+
+    def observe_solve(self, seconds: float, plan: Plan) -> None:
+        """One ``solve_cycle``: its duration, and the gap of the first score entry that has
+        one (0 when none has)."""
+        self.solve_seconds.observe(seconds)
+        tiers = plan.summary.tiers if plan.summary else ()
+        gaps = [t.gap for t in tiers if t.gap]
+        self.gap.set(gaps[0] if gaps else 0.0)
 
     def set_pending(self, per_queue: dict[str, int], placeable: dict[str, float]) -> None:
         """Set the per-queue gauges; queues no longer seen go to 0."""

@@ -44,16 +44,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from gangplan.adapters.kube.owners import owner_of, owner_refs
 from gangplan.adapters.kube.topology import match_labels
 from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi, Obj
 from gangplan.adapters.serve.clock import Clock
 from gangplan.adapters.serve.config import ServeConfig
-from gangplan.adapters.serve.evict import disruptions_allowed, evict_together
-from gangplan.adapters.serve.ledger import InFlight
-from gangplan.adapters.serve.snapshot import PodRef, pod_ref
+from gangplan.adapters.serve.contracts import Binder, CacheView, Evicting
+from gangplan.adapters.serve.evict import disruptions_allowed
+from gangplan.adapters.serve.ledger import InFlight, Ledger
+from gangplan.adapters.serve.run import make_loop
+from gangplan.adapters.serve.snapshot import Built, PodRef, pod_ref
 from gangplan.models import (
     DisruptionBudget,
     GangMove,
@@ -66,7 +68,14 @@ from gangplan.models import (
 )
 from gangplan.solver.judges.verify_moves import verify_moves
 
-__all__ = ["MovePlanRefused", "WaveReport", "apply_moves", "check_move_plan", "live_budgets"]
+__all__ = [
+    "MoveHost",
+    "MovePlanRefused",
+    "WaveReport",
+    "apply_moves",
+    "check_move_plan",
+    "live_budgets",
+]
 
 PDB = KINDS["poddisruptionbudgets.policy"]
 UNKNOWN = "(the recreated pod's)"
@@ -74,6 +83,33 @@ UNKNOWN = "(the recreated pod's)"
 
 Owners = dict[tuple[str, str], PodOwner | Literal["none"] | None]
 """Each running pod's controller by ``(namespace, name)``, as the live snapshot read it."""
+
+
+class MoveHost(Protocol):
+    """What running a move plan needs of the loop
+    (:class:`~gangplan.adapters.serve.loop.ServeLoop` has it): its configuration and clock,
+    the cache, the ledger that holds the targets, the applier and the evictor, and its
+    snapshot (:meth:`~gangplan.adapters.serve.loop.ServeLoop.snapshot`)."""
+
+    @property
+    def config(self) -> ServeConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def cache(self) -> CacheView: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def applier(self) -> Binder: ...
+
+    @property
+    def evictor(self) -> Evicting: ...
+
+    def snapshot(self, now: float) -> Built: ...
 
 
 class MovePlanRefused(Exception):
@@ -206,16 +242,14 @@ def apply_moves(
 
     Raises:
         NotSynced: a watched kind could not be listed, e.g. an API server that cannot be
-            reached (:func:`~gangplan.adapters.serve.run.apply_plan`'s check; nothing is
+            reached (:meth:`~gangplan.adapters.serve.cache.Cache.require_synced`; nothing is
             evicted then). Once the waves start, API errors stop a wave and are reported.
         MovePlanRefused: :func:`check_move_plan` or the move verifier found problems, or
             the PodDisruptionBudgets could not be read (nothing is evicted).
     """
-    from gangplan.adapters.serve.run import _require_synced, make_loop
-
     loop = make_loop(api, config, once=True, clock=clock)
     loop.cache.pump()
-    _require_synced(loop)
+    loop.cache.require_synced()
     with loop.cache.locked():
         nodes = {name for _ns, name in loop.cache.objects("nodes")}
     problems = check_move_plan(plan, nodes)
@@ -223,11 +257,7 @@ def apply_moves(
         raise MovePlanRefused(problems)
     now = loop.clock.now()
     with loop.cache.locked():
-        built = loop.live.build(
-            held=loop.ledger.held(),
-            held_gangs=set(loop.ledger.gangs),
-            assumed=loop.ledger.assumed(now, loop.config.assume_ttl_s),
-        )
+        built = loop.snapshot(now)
     snap = built.snapshot
     lim = limits if limits is not None else WaveLimits()
     namespaces = {p.namespace for w in plan.waves for p in w.evict}
@@ -254,12 +284,9 @@ def apply_moves(
 
 
 def _dry_wave(
-    loop: object, wave: Wave, snap: Snapshot, hostnames: dict[str, str], owners: Owners
+    loop: MoveHost, wave: Wave, snap: Snapshot, hostnames: dict[str, str], owners: Owners
 ) -> WaveReport:
     """The requests of one wave, recorded, none sent (module docstring)."""
-    from gangplan.adapters.serve.loop import ServeLoop
-
-    assert isinstance(loop, ServeLoop)
     rep = WaveReport(wave.index)
     start = len(loop.applier.requests)
     for p in wave.evict:
@@ -280,11 +307,8 @@ def _dry_wave(
 
 
 def _run_wave(
-    loop: object, wave: Wave, wait: Callable[[], None], polls: int, owners: Owners
+    loop: MoveHost, wave: Wave, wait: Callable[[], None], polls: int, owners: Owners
 ) -> WaveReport:
-    from gangplan.adapters.serve.loop import ServeLoop
-
-    assert isinstance(loop, ServeLoop)
     rep = WaveReport(wave.index)
     loop.cache.pump()
     now = loop.clock.now()
@@ -306,7 +330,7 @@ def _run_wave(
     if not loop.config.dry_run:
         for f in flights:
             loop.ledger.add(f)  # the targets are held before anything is evicted
-    out = evict_together(loop.api, loop.applier, victims)
+    out = loop.evictor.together(victims)
     rep.evicted = out.evicted
     old = {(ns, n): uid for ns, n, uid in victims}
     if not out.complete:
@@ -353,7 +377,7 @@ def _put_back(
 
 
 def _place(
-    loop: object,
+    loop: MoveHost,
     flights: list[InFlight],
     old: dict[tuple[str, str], str | None],
     owners: Owners,
@@ -362,9 +386,6 @@ def _place(
     rep: WaveReport,
 ) -> list[str]:
     """Wait for the flights' pods to exist again, then place them; the pods placed."""
-    from gangplan.adapters.serve.loop import ServeLoop
-
-    assert isinstance(loop, ServeLoop)
     now = loop.clock.now()
     if not loop.config.dry_run:
         for f in flights:
@@ -377,11 +398,7 @@ def _place(
     for f in flights:  # an Indexed Job's pods under their new names
         loop.ledger.add(f)
     with loop.cache.locked():
-        built = loop.live.build(
-            held=loop.ledger.held(),
-            held_gangs=set(loop.ledger.gangs),
-            assumed=loop.ledger.assumed(now, loop.config.assume_ttl_s),
-        )
+        built = loop.snapshot(now)
     placed: list[str] = []
     for f in flights:
         mine = {r.name: r for (ns, _n), r in refs.items() if ns == f.namespace}
@@ -407,7 +424,7 @@ def _renamed(flight: InFlight, refs: dict[tuple[str, str], PodRef]) -> InFlight:
 
 
 def _recreated(
-    loop: object,
+    loop: MoveHost,
     flights: list[InFlight],
     old: dict[tuple[str, str], str | None],
     owners: Owners,
@@ -416,9 +433,6 @@ def _recreated(
 ) -> tuple[dict[tuple[str, str], PodRef] | None, str]:
     """The pod that replaced each of the wave's pods (by the evicted pod's
     ``(namespace, name)``) once every one exists, or None and why not."""
-    from gangplan.adapters.serve.loop import ServeLoop
-
-    assert isinstance(loop, ServeLoop)
     want = [(f.namespace, n) for f in flights for n in f.placements]
     why = ""
     for _ in range(polls):

@@ -20,7 +20,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from gangplan.adapters.serve.api import ApiError, KubeApi
+from gangplan.adapters.serve.api import KubeApi
+from gangplan.adapters.serve.cache import NotSynced
 from gangplan.adapters.serve.clock import Clock, SystemClock
 from gangplan.adapters.serve.config import ServeConfig
 from gangplan.adapters.serve.leader import LeaseElector
@@ -38,20 +39,6 @@ class PlanRefused(Exception):
     def __init__(self, lines: list[str]):
         self.lines = lines
         super().__init__("\n".join(lines))
-
-
-class NotSynced(Exception):
-    """A run that needs the cluster now (``--once``, ``apply``) could not list every
-    watched kind: ``errors`` gives ``(kind key, ApiError)`` of each list that failed."""
-
-    def __init__(self, errors: list[tuple[str, ApiError]]):
-        self.errors = errors
-        super().__init__("; ".join(f"{key}: {err}" for key, err in errors) or "not synced")
-
-
-def _require_synced(loop: ServeLoop) -> None:
-    if not loop.cache.synced:
-        raise NotSynced(loop.cache.list_errors())
 
 
 def make_loop(
@@ -139,7 +126,7 @@ def serve(
     try:
         if once:
             loop.cycle()
-            _require_synced(loop)
+            loop.cache.require_synced()
             return loop
         loop.cache.start()
         loop.threaded = True
@@ -195,16 +182,12 @@ def apply_plan(api: KubeApi, config: ServeConfig, plan: Plan) -> tuple[ServeLoop
         raise PlanRefused([f"the plan contradicts itself: {v}" for v in own])
     loop = make_loop(api, config, once=True)
     loop.cache.pump()
-    _require_synced(loop)
+    loop.cache.require_synced()
     now = loop.clock.now()
     report = CycleReport(1, True, at=now)
     with loop.cache.locked():
-        loop._recover(report)
-        built = loop.live.build(
-            held=loop.ledger.held(),
-            held_gangs=set(loop.ledger.gangs),
-            assumed=loop.ledger.assumed(now, config.assume_ttl_s),
-        )
+        loop.recover(report)
+        built = loop.snapshot(now)
     snap = built.snapshot
     known = {g.key for g in snap.gangs}
     pods = [p for p in plan.pods if p.gang_key in known]
@@ -215,6 +198,6 @@ def apply_plan(api: KubeApi, config: ServeConfig, plan: Plan) -> tuple[ServeLoop
     violations = verify(snap, live_plan)
     if violations:
         raise PlanRefused([f"the plan does not hold on the cluster now: {v}" for v in violations])
-    loop._apply_new(live_plan, built, report, now)
+    loop.dispatcher.admit(live_plan, built, report, now)
     loop.last = report
     return loop, report

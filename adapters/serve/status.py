@@ -1,10 +1,15 @@
 """Status where users look: Events, the pod's ``PodScheduled`` condition, PodGroup status.
 
-* **Events** (``events.k8s.io/v1``, as kube-scheduler writes them): ``FailedScheduling``
-  (Warning) on each pod of a pending gang with the plan's reason; ``Scheduled`` (Normal) on
-  each pod of an admitted gang; ``GangTakenBack`` (Warning) when the watchdog takes a gang
-  back. The same reason and note on the same pod is not posted again within
-  ``interval_s`` (deduplicated and rate-limited, as client-go's event correlator does).
+* **Events** (``events.k8s.io/v1``, as kube-scheduler writes them), worded here and nowhere
+  else: ``FailedScheduling`` (Warning) on each pod of a pending gang with the plan's reason
+  (:meth:`Recorder.unschedulable`); ``Scheduled`` (Normal) on each pod applied
+  (:meth:`Recorder.scheduled`); ``GangTakenBack`` (Warning) when the watchdog takes a gang
+  back (:meth:`Recorder.taken_back`); ``PreemptionStopped`` (Warning) on a preemptor's pods
+  when its victims could not all be evicted (:meth:`Recorder.preemption_stopped`);
+  ``RecoveredPlanRefused`` (Warning) on the pods of a plan a new leader drops
+  (:meth:`Recorder.recovered_refused`). The same
+  reason and note on the same pod is not posted again within ``interval_s`` (deduplicated
+  and rate-limited, as client-go's event correlator does).
 * **PodScheduled** (mode bind, where gangplan is the pod's scheduler): ``status: "False"``,
   reason ``Unschedulable`` (the reason cluster autoscalers look for) and the plan's message,
   written only when it changes.
@@ -21,22 +26,30 @@ A write that fails is counted (:attr:`Recorder.failures`) and never fails a cycl
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from gangplan.adapters.serve.api import KINDS, ApiError, KubeApi, Obj
 from gangplan.adapters.serve.clock import Clock, rfc3339, rfc3339_micro
+from gangplan.adapters.serve.snapshot import Built
+from gangplan.models import GangOutcome, PendingReason, Plan
 
 __all__ = ["Recorder"]
 
 EVENTS = KINDS["events.events.k8s.io"]
 PODS = KINDS["pods"]
+Lookup = Callable[[str, str, str], Obj | None]
+"""``(kind key, namespace, name) -> object or None``: the cache's :meth:`get
+<gangplan.adapters.serve.cache.Cache.get>`."""
 
 
 class Recorder:
     """Writes Events and status through the port for one replica.
 
     ``controller``: the Events' ``reportingController`` (``gangplan.io/<scheduler>``);
-    ``instance``: ``reportingInstance`` (this replica's identity).
+    ``instance``: ``reportingInstance`` (this replica's identity); ``mode``: the loop's
+    (``gate`` or ``bind``: how a ``Scheduled`` Event words what was done, and whether a pending
+    pod's ``PodScheduled`` condition is ours to write).
     """
 
     def __init__(
@@ -48,8 +61,10 @@ class Recorder:
         instance: str,
         interval_s: float = 60.0,
         dry_run: bool = False,
+        mode: Literal["gate", "bind"] = "gate",
     ):
         self.api = api
+        self.mode = mode
         self.clock = clock
         self.controller = controller
         self.instance = instance
@@ -66,6 +81,75 @@ class Recorder:
         now = self.clock.now()
         for k in [k for k, t in self.sent.items() if now - t >= self.interval_s]:
             del self.sent[k]
+
+    # ------------------------------------------------------------------ the loop's words
+
+    def scheduled(self, pod: Obj, node: str, gang: str) -> bool:
+        """``Scheduled`` (Normal): the pod of ``gang`` was ungated and pinned to (mode gate)
+        or bound to (mode bind) ``node``."""
+        verb = "ungated and pinned to" if self.mode == "gate" else "bound to"
+        return self.event(
+            pod, "Normal", "Scheduled", "Binding", f"gangplan {verb} {node} (gang {gang})"
+        )
+
+    def unschedulable(self, pods: Iterable[Obj], gang: str, reason: PendingReason | None) -> None:
+        """``FailedScheduling`` (Warning) on each pod of the pending ``gang``, with the plan's
+        reason; in mode bind also their ``PodScheduled=False`` condition."""
+        note = f"gang {gang}: {reason.kind}: {reason.message}" if reason else "not placed"
+        for raw in pods:
+            self.event(raw, "Warning", "FailedScheduling", "Scheduling", note)
+            if self.mode == "bind":
+                self.pod_unschedulable(raw, note)
+
+    def taken_back(self, pods: Iterable[Obj], gang: str, delay_s: float, why: str) -> None:
+        """``GangTakenBack`` (Warning) on each pod of ``gang``: taken back whole, why, and
+        the back-off before it is planned again."""
+        note = f"gang {gang} taken back whole and re-planned (back-off {delay_s:g} s): {why}"
+        for raw in pods:
+            self.event(raw, "Warning", "GangTakenBack", "Scheduling", note)
+
+    def preemption_stopped(self, pods: Iterable[Obj], gang: str, what: str) -> None:
+        """``PreemptionStopped`` (Warning) on each pod of ``gang``: its victims were not all
+        evicted (``what``: :meth:`~gangplan.adapters.serve.evict.EvictOutcome.message`)."""
+        note = f"gangplan stopped preempting for gang {gang}: {what}"
+        for raw in pods:
+            self.event(raw, "Warning", "PreemptionStopped", "Preempting", note)
+
+    def recovered_refused(self, pods: Iterable[Obj], gang: str, why: str) -> str:
+        """``RecoveredPlanRefused`` (Warning) on each pod that carries the plan annotation of
+        ``gang`` a new leader would not take up (``why``); returns the note, for the log."""
+        note = f"recovered plan of gang {gang} dropped: {why}"
+        for raw in pods:
+            self.event(raw, "Warning", "RecoveredPlanRefused", "Scheduling", note)
+        return note
+
+    def plan_status(self, plan: Plan, built: Built, lookup: Lookup) -> dict[str, int]:
+        """Every gang's status after ``plan``: its gang object's (:meth:`gang_outcome`), and
+        for a pending gang :meth:`unschedulable` on its pods. Returns the pending gangs per
+        queue (every queue of the snapshot, 0 where none)."""
+        snap = built.snapshot
+        pending = {q.name: 0 for q in snap.queues}
+        for outcome in plan.gangs:
+            ref = built.gang_objects.get(outcome.key)
+            obj = lookup(*ref) if ref is not None else None
+            if ref is not None and obj is not None:
+                self.gang_outcome(ref[0], obj, outcome)
+            gang = snap.gang_by_key.get(outcome.key)
+            if outcome.admitted or gang is None:
+                continue
+            pending[gang.queue] = pending.get(gang.queue, 0) + 1
+            names = [role.pod_name(gang.name, i) for role in gang.roles for i in range(role.count)]
+            pods = [raw for n in names if (raw := lookup("pods", gang.namespace, n)) is not None]
+            self.unschedulable(pods, outcome.key, outcome.reason)
+        return pending
+
+    def gang_outcome(self, kind_key: str, obj: Obj, outcome: GangOutcome) -> bool:
+        """:meth:`gang_status` for ``outcome``: admitted, or pending with its reason's message."""
+        reason = outcome.reason
+        message = "" if outcome.admitted or reason is None else reason.message
+        return self.gang_status(kind_key, obj, outcome.admitted, message)
+
+    # ------------------------------------------------------------------ writing
 
     def event(self, pod: Obj, etype: str, reason: str, action: str, note: str) -> bool:
         """Post one Event about ``pod``; False if deduplicated or it failed."""

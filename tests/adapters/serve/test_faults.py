@@ -232,7 +232,7 @@ def test_a_gang_never_bound_is_taken_back_and_backs_off(
     # then bind_timeout; so the gaps grow by 10, then 20, then not at all
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(backs)]
     assert [b - a for a, b in itertools.pairwise(gaps)][:3] == [10, 20, 0]
-    assert loop.backoff.delay["ml/g"] == 40
+    assert loop.watchdog.backoff.delay["ml/g"] == 40
     assert ctl.recreated >= 2 * len(backs)  # each take-back deleted both ungated pods
     assert final_check(memory) == []
 
