@@ -205,114 +205,176 @@ def build_index(
     exact "does this gang fit alone" check of the reasons.
     """
     s = ctx.snapshot
-    topo = ctx.topo
     state = ctx.state(empty=empty)
     pending = list(s.gangs if gangs is None else gangs)
     victims = None if empty else find_victims(ctx, pending, state)
     node_names = list(ctx.node_names)
-    nidx = ctx.node_index
-    prev_nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
-    prev_gangs: set[str] = set()
-    if previous is not None:
-        for p in previous.pods:
-            prev_nodes[(p.gang_key, p.role)].append(p.node)
-            prev_gangs.add(p.gang_key)
+    built = _Items(ctx, state, previous)
+    for gang in pending:
+        built.add(gang)
+    built.add_singles()
+    items, groups = built.items, built.groups
+    notes: list[str] = []
+    exact, blocks, block_of_node, node_blocks, levels = _blocks(
+        ctx, state, config, items, groups, victims, incumbent, notes
+    )
+    if victims is not None:
+        _eligible_items(ctx, victims, items)
+    return Index(
+        snapshot=s,
+        ctx=ctx,
+        node_names=node_names,
+        shapes=sorted(built.shapes.values(), key=lambda sh: sh.id),
+        items=items,
+        groups=groups,
+        blocks=blocks,
+        block_of_node=block_of_node,
+        exact=exact,
+        levels=levels,
+        domain_of_block=_domain_of_block(ctx, blocks),
+        left_out=built.left_out,
+        notes=notes,
+        state=state,
+        empty=empty,
+        victims=victims,
+        node_blocks=node_blocks,
+    )
 
-    shapes: dict[tuple[object, ...], Shape] = {}
-    cap_cache: dict[tuple[object, ...], dict[int, int]] = {}
 
-    def shape_of(gang: Gang, role: Role) -> Shape:
-        key = _shape_key(s, gang, role)
-        if key not in shapes:
+class _Items:
+    """The items and groups of one cycle, built gang by gang: a multi-pod gang (or one a
+    previous plan or growth names) is a group of its own, an item per role; single-pod
+    gangs alike in everything the score reads wait in ``singles`` and become one item each
+    kind (:meth:`add_singles`)."""
+
+    def __init__(self, ctx: CycleContext, state: ClusterState, previous: Plan | None) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.snapshot = ctx.snapshot
+        self.nidx = ctx.node_index
+        self.node_names = list(ctx.node_names)
+        self.prev_nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
+        self.prev_gangs: set[str] = set()
+        if previous is not None:
+            for p in previous.pods:
+                self.prev_nodes[(p.gang_key, p.role)].append(p.node)
+                self.prev_gangs.add(p.gang_key)
+        self.shapes: dict[tuple[object, ...], Shape] = {}
+        self.cap_cache: dict[tuple[object, ...], dict[int, int]] = {}
+        self.items: list[Item] = []
+        self.groups: list[Group] = []
+        self.left_out: list[str] = []
+        self.singles: dict[tuple[object, ...], list[Gang]] = defaultdict(list)
+        self.growing = growing_nodes(self.snapshot)  # growth gangs: multi-pod, for locality
+
+    def shape_of(self, gang: Gang, role: Role) -> Shape:
+        key = _shape_key(self.snapshot, gang, role)
+        if key not in self.shapes:
             req, whole, share, nic, joint = key
-            shapes[key] = Shape(len(shapes), req, whole, share, nic, joint)  # type: ignore[arg-type]
-        return shapes[key]
+            self.shapes[key] = Shape(len(self.shapes), req, whole, share, nic, joint)  # type: ignore[arg-type]
+        return self.shapes[key]
 
-    def caps(gang: Gang, role: Role, limit: int) -> dict[int, int]:
-        cands = state.candidates(gang, role)
+    def caps(self, gang: Gang, role: Role, limit: int) -> dict[int, int]:
+        """Candidate node index -> pods of ``role`` it has room for (at most ``limit``)."""
+        cands = self.state.candidates(gang, role)
         # the candidate tuple by identity (the state keeps it alive): hashing 5,000 names
         # for every gang cost more than the capacities
-        key = (_shape_key(s, gang, role), id(cands), limit)
-        if key not in cap_cache:
-            rooms = state.candidate_capacities(gang, role, limit)
-            cap_cache[key] = {nidx[n]: c for n, c in zip(cands, rooms, strict=True) if c > 0}
-        return cap_cache[key]
+        key = (_shape_key(self.snapshot, gang, role), id(cands), limit)
+        if key not in self.cap_cache:
+            rooms = self.state.candidate_capacities(gang, role, limit)
+            self.cap_cache[key] = {
+                self.nidx[n]: c for n, c in zip(cands, rooms, strict=True) if c > 0
+            }
+        return self.cap_cache[key]
 
-    items: list[Item] = []
-    groups: list[Group] = []
-    left_out: list[str] = []
-    singles: dict[tuple[object, ...], list[Gang]] = defaultdict(list)
-    held = s.reservation_rules
+    def _single_key(self, gang: Gang) -> tuple[object, ...]:
+        s, role = self.snapshot, gang.roles[0]
+        held = s.reservation_rules
+        return (
+            gang.queue,
+            gang.priority,
+            gang.preemption_policy,
+            _shape_key(s, gang, role),
+            id(self.state.candidates(gang, role)),  # by identity: see caps()
+            # what a pod counts against a max on a model-specific GPU resource
+            gang.gpu_models if s.resources.gpu_model_resources else (),
+            # the reservations it may backfill (items merge only gangs that agree)
+            frozenset(r.key for r in s.reservations if held.may_backfill(gang, r)),
+        )
 
-    def backfills(gang: Gang) -> frozenset[str]:
-        """The reservations ``gang`` may backfill (items merge only gangs that agree)."""
-        return frozenset(r.key for r in s.reservations if held.may_backfill(gang, r))
-
-    growing = growing_nodes(s)  # growth gangs: counted as multi-pod, for their locality
-    for gang in pending:
-        if gang.size == 1 and gang.key not in prev_gangs and gang.key not in growing:
-            role = gang.roles[0]
-            key = (
-                gang.queue,
-                gang.priority,
-                gang.preemption_policy,
-                _shape_key(s, gang, role),
-                id(state.candidates(gang, role)),  # by identity: see caps()
-                # what a pod counts against a max on a model-specific GPU resource
-                gang.gpu_models if s.resources.gpu_model_resources else (),
-                backfills(gang),
-            )
-            singles[key].append(gang)
-            continue
-        role_caps = {r.name: caps(gang, r, r.count) for r in gang.roles}
-        if not _may_fit(ctx, gang, role_caps, node_names):
-            left_out.append(gang.key)
-            continue
-        gid = len(groups)
-        group = Group(gid, [gang], [], multi=gang.size > 1 or gang.key in growing)
+    def add(self, gang: Gang) -> None:
+        """One pending gang: a single waits for :meth:`add_singles`; a gang whose
+        candidates cannot hold its minimum is left out; else a group, an item per role."""
+        if gang.size == 1 and gang.key not in self.prev_gangs and gang.key not in self.growing:
+            self.singles[self._single_key(gang)].append(gang)
+            return
+        role_caps = {r.name: self.caps(gang, r, r.count) for r in gang.roles}
+        if not _may_fit(self.ctx, gang, role_caps, self.node_names):
+            self.left_out.append(gang.key)
+            return
+        gid = len(self.groups)
+        group = Group(gid, [gang], [], multi=gang.size > 1 or gang.key in self.growing)
         for role in gang.roles:
             c = role_caps[role.name]
             if not c:
                 continue
             item = Item(
-                id=len(items),
+                id=len(self.items),
                 group=gid,
                 gangs=[gang],
                 role=role,
-                shape=shape_of(gang, role).id,
+                shape=self.shape_of(gang, role).id,
                 count=role.count,
                 candidates=sorted(c),
                 cap=c,
                 node_level=_node_level(gang, role),
             )
-            for n in prev_nodes.get((gang.key, role.name), []):
-                if n in nidx:
-                    item.previous[nidx[n]] = item.previous.get(nidx[n], 0) + 1
-            items.append(item)
+            for n in self.prev_nodes.get((gang.key, role.name), []):
+                if n in self.nidx:
+                    item.previous[self.nidx[n]] = item.previous.get(self.nidx[n], 0) + 1
+            self.items.append(item)
             group.items.append(item.id)
-        groups.append(group)
-    for gangs in singles.values():
-        gangs.sort(key=lambda g: (g.creation_time, g.name))
-        role = gangs[0].roles[0]
-        c = caps(gangs[0], role, len(gangs))
-        if not c:
-            left_out.extend(g.key for g in gangs)
-            continue
-        gid = len(groups)
-        item = Item(
-            id=len(items),
-            group=gid,
-            gangs=gangs,
-            role=role,
-            shape=shape_of(gangs[0], role).id,
-            count=len(gangs),
-            candidates=sorted(c),
-            cap=c,
-        )
-        items.append(item)
-        groups.append(Group(gid, gangs, [item.id], multi=False))
+        self.groups.append(group)
 
-    notes: list[str] = []
+    def add_singles(self) -> None:
+        """Each kind of single-pod gang one item, counted 0..its gangs (oldest first)."""
+        for gangs in self.singles.values():
+            gangs.sort(key=lambda g: (g.creation_time, g.name))
+            role = gangs[0].roles[0]
+            c = self.caps(gangs[0], role, len(gangs))
+            if not c:
+                self.left_out.extend(g.key for g in gangs)
+                continue
+            gid = len(self.groups)
+            item = Item(
+                id=len(self.items),
+                group=gid,
+                gangs=gangs,
+                role=role,
+                shape=self.shape_of(gangs[0], role).id,
+                count=len(gangs),
+                candidates=sorted(c),
+                cap=c,
+            )
+            self.items.append(item)
+            self.groups.append(Group(gid, gangs, [item.id], multi=False))
+
+
+def _blocks(
+    ctx: CycleContext,
+    state: ClusterState,
+    config: SolverConfig,
+    items: list[Item],
+    groups: list[Group],
+    victims: Victims | None,
+    incumbent: list[PodPlacement] | None,
+    notes: list[str],
+) -> tuple[bool, list[Block], list[int], dict[int, int], tuple[str, ...]]:
+    """Exact or aggregated mode, its blocks and levels; candidates pruned past
+    ``config.max_pairs``. Returns (exact, blocks, block_of_node, node_blocks, levels); the
+    notes name pruning and aggregation."""
+    topo = ctx.topo
+    node_names = list(ctx.node_names)
     total = sum(len(it.candidates) for it in items)
     multi_pairs = sum(len(items[i].candidates) for g in groups if g.multi for i in g.items)
     exact = topo.leaf_level is None or (multi_pairs + total) <= config.exact_limit
@@ -337,6 +399,13 @@ def build_index(
             f"aggregated mode: gangs counted per leaf and node pattern ({len(blocks)} blocks); "
             "the node-level locality and stability entries are derived, not optimised"
         )
+    return exact, blocks, block_of_node, node_blocks, levels
+
+
+def _domain_of_block(ctx: CycleContext, blocks: list[Block]) -> dict[str, list[object]]:
+    """Level -> each block's domain key at that level (a node or block name at the node
+    level; ``("alone", node)`` where a node has no domain at the level)."""
+    topo, node_names = ctx.topo, ctx.node_names
     domain_of_block: dict[str, list[object]] = {}
     for lv in topo.all_levels:
         keys: list[object] = []
@@ -348,32 +417,18 @@ def build_index(
                 d = topo.domain_of(first, lv)
                 keys.append(d if d is not None else ("alone", first))
         domain_of_block[lv] = keys
-    if victims is not None:
-        rules = s.preemption_rules
-        for vic in victims.victims:
-            if ctx.moves is not None:  # a move makes room for the whole plan
-                vic.eligible = [it.id for it in items]
-                continue
-            vic.eligible = [it.id for it in items if rules.kind(it.gang, vic.gang) is not None]
-    return Index(
-        snapshot=s,
-        ctx=ctx,
-        node_names=node_names,
-        shapes=sorted(shapes.values(), key=lambda sh: sh.id),
-        items=items,
-        groups=groups,
-        blocks=blocks,
-        block_of_node=block_of_node,
-        exact=exact,
-        levels=levels,
-        domain_of_block=domain_of_block,
-        left_out=left_out,
-        notes=notes,
-        state=state,
-        empty=empty,
-        victims=victims,
-        node_blocks=node_blocks,
-    )
+    return domain_of_block
+
+
+def _eligible_items(ctx: CycleContext, victims: Victims, items: list[Item]) -> None:
+    """Each victim's eligible items: those whose gang may preempt it (every item under a
+    move plan, where a move makes room for the whole plan)."""
+    rules = ctx.snapshot.preemption_rules
+    for vic in victims.victims:
+        if ctx.moves is not None:
+            vic.eligible = [it.id for it in items]
+            continue
+        vic.eligible = [it.id for it in items if rules.kind(it.gang, vic.gang) is not None]
 
 
 def _node_level(gang: Gang, role: Role) -> bool:
