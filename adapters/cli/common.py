@@ -271,3 +271,21 @@ def instance_output(func: Callable[..., None]) -> Callable[..., None]:
         type=OUTPUT,
         help="write the instance here (.json: JSON; else YAML); default: stdout",
     )(func)
+
+
+def move_cap_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The per-wave caps a move plan is checked against (``--max-moving-per-node``, default
+    2, and ``--max-moving-per-namespace``, default none), as ``gangplan replan`` plans them:
+    taken from the command line, never from the plan file."""
+    f = click.option(
+        "--max-moving-per-namespace",
+        type=click.IntRange(min=1),
+        help="a move plan: pods of one namespace moving per wave (default: no cap)",
+    )(f)
+    return click.option(
+        "--max-moving-per-node",
+        type=click.IntRange(min=1),
+        default=2,
+        show_default=True,
+        help="a move plan: pods moving off one node per wave (as for `gangplan replan`)",
+    )(f)

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from gangplan.adapters.cli.common import UserError, main, user_errors
+from gangplan.adapters.cli.common import UserError, main, move_cap_options, user_errors
 from gangplan.adapters.files import load_any_plan
 from gangplan.adapters.kube.bindings import dump_bindings
 from gangplan.adapters.kube.options import KubeInputError
@@ -149,18 +149,7 @@ def _some(names: list[str], shown: int = 10) -> str:
 @main.command("apply")
 @click.argument("plan", type=_FILE)
 @_options
-@click.option(
-    "--max-moving-per-node",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="a move plan: pods moving off one node per wave (as for `gangplan replan`)",
-)
-@click.option(
-    "--max-moving-per-namespace",
-    type=click.IntRange(min=1),
-    help="a move plan: pods of one namespace moving per wave (default: no cap)",
-)
+@move_cap_options
 def apply(
     plan: Path,
     config: Path | None,

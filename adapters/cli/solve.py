@@ -19,6 +19,7 @@ from gangplan.adapters.cli.common import (
     fill80,
     guard_output,
     main,
+    move_cap_options,
     user_errors,
 )
 from gangplan.adapters.files import STDOUT, load_any_plan, load_plan, load_snapshot
@@ -300,18 +301,7 @@ against the wrong instance has thousands)."""
 @click.option(
     "--preemption", is_flag=True, help="preemption on, as for `gangplan solve --preemption`"
 )
-@click.option(
-    "--max-moving-per-node",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="a move plan: pods moving off one node per wave (as for `gangplan replan`)",
-)
-@click.option(
-    "--max-moving-per-namespace",
-    type=click.IntRange(min=1),
-    help="a move plan: pods of one namespace moving per wave (default: no cap)",
-)
+@move_cap_options
 @user_errors()
 def verify(
     paths: tuple[Path, ...],
